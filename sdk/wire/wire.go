@@ -1,0 +1,508 @@
+// Package wire defines what the console publishes to etcd and what every SDK
+// reads back: the key layout under /switchyard/v1/<namespace>/ and the JSON
+// values stored there.
+//
+// It is the one contract between the control plane and the SDK. The console
+// imports it to publish; the SDK imports it to decode. It depends on the
+// standard library only and must never grow a dependency on console code.
+// Changing a field's name or meaning here is a protocol change: existing SDKs
+// and snapshots on disk keep the old shape.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Root is the key prefix shared by every Switchyard key.
+const Root = "/switchyard/v1/"
+
+// GlobalApp is the reserved app whose switches every SDK also watches.
+const GlobalApp = "_global"
+
+// Kinds of keys below a namespace prefix.
+const (
+	KindSwitches  = "switches"
+	KindLimits    = "limits"
+	KindOverrides = "overrides"
+	KindInstances = "instances"
+	KindElection  = "election"
+)
+
+// NamePattern is the syntax of app, switch and namespace names.
+var NamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidName reports whether s is a valid app, switch or namespace name.
+func ValidName(s string) bool { return NamePattern.MatchString(s) }
+
+// ValidApp reports whether app is a valid app name or the reserved GlobalApp.
+func ValidApp(app string) bool { return app == GlobalApp || ValidName(app) }
+
+// NamespacePrefix returns "/switchyard/v1/<ns>/".
+func NamespacePrefix(ns string) string { return Root + ns + "/" }
+
+// KindPrefix returns the prefix of every key of one kind in a namespace,
+// for example "/switchyard/v1/prod/switches/".
+func KindPrefix(ns, kind string) string { return NamespacePrefix(ns) + kind + "/" }
+
+// AppPrefix returns the prefix of one app's keys of one kind,
+// for example "/switchyard/v1/prod/switches/checkout/".
+func AppPrefix(ns, kind, app string) string { return KindPrefix(ns, kind) + app + "/" }
+
+// SwitchKey is where a switch is published.
+func SwitchKey(ns, app, name string) string { return AppPrefix(ns, KindSwitches, app) + name }
+
+// OverrideKey is where a lease-bound override of a switch lives.
+func OverrideKey(ns, app, name string) string { return AppPrefix(ns, KindOverrides, app) + name }
+
+// LimitKey is where a limit rule is published; the resource is path-escaped
+// because it may contain slashes and spaces ("POST /orders").
+func LimitKey(ns, app, resource string) string {
+	return AppPrefix(ns, KindLimits, app) + url.PathEscape(resource)
+}
+
+// InstanceKey is where an SDK instance registers itself.
+func InstanceKey(ns, app, instanceID string) string {
+	return AppPrefix(ns, KindInstances, app) + url.PathEscape(instanceID)
+}
+
+// ElectionKey is the prefix the consoles campaign on.
+func ElectionKey(ns string) string { return NamespacePrefix(ns) + KindElection + "/scheduler" }
+
+// ParsedKey is a key split into its parts.
+type ParsedKey struct {
+	Kind string
+	App  string
+	Name string // switch name, unescaped resource or instance id
+}
+
+// ParseKey splits a key below NamespacePrefix(ns). It fails for keys outside
+// the namespace or with a shape it does not know.
+func ParseKey(ns, key string) (ParsedKey, error) {
+	rest, ok := strings.CutPrefix(key, NamespacePrefix(ns))
+	if !ok {
+		return ParsedKey{}, fmt.Errorf("wire: key %q is outside namespace %q", key, ns)
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return ParsedKey{}, fmt.Errorf("wire: malformed key %q", key)
+	}
+	name := parts[2]
+	if parts[0] == KindLimits || parts[0] == KindInstances {
+		var err error
+		if name, err = url.PathUnescape(name); err != nil {
+			return ParsedKey{}, fmt.Errorf("wire: malformed key %q: %w", key, err)
+		}
+	}
+	return ParsedKey{Kind: parts[0], App: parts[1], Name: name}, nil
+}
+
+// Level is a degradation level, written "L1" … "L5".
+type Level string
+
+// The five degradation levels.
+const (
+	L1 Level = "L1" // fallback: return the configured fallback value
+	L2 Level = "L2" // stale: serve cached data up to MaxStaleness
+	L3 Level = "L3" // feature_off: turn a non-core feature off
+	L4 Level = "L4" // read_only: reads work, writes fail explicitly
+	L5 Level = "L5" // queue_writes: writes are queued and answered 202
+)
+
+var levelNames = map[Level]string{
+	L1: "fallback", L2: "stale", L3: "feature_off", L4: "read_only", L5: "queue_writes",
+}
+
+// Valid reports whether l is one of L1…L5.
+func (l Level) Valid() bool { _, ok := levelNames[l]; return ok }
+
+// Label is the name of the level for people, such as "read_only".
+func (l Level) Label() string { return levelNames[l] }
+
+// Rank is 1…5 for L1…L5 and 0 for anything else.
+func (l Level) Rank() int {
+	if !l.Valid() {
+		return 0
+	}
+	return int(l[1] - '0')
+}
+
+// State of a switch.
+const (
+	StateOn  = "on"
+	StateOff = "off"
+)
+
+// Stickiness decides what the rollout hash is computed over.
+const (
+	StickyInstance = "instance" // hash of the SDK instance id
+	StickyKey      = "key"      // hash of a request key carried in the context
+)
+
+// Rollout says who sees an "on" switch.
+type Rollout struct {
+	// Percent is 0–100 with at most two decimals.
+	Percent float64 `json:"percent"`
+	// Stickiness is "instance" or "key"; empty means "instance".
+	Stickiness string `json:"stickiness,omitempty"`
+	// Selector is a comma-separated list of label=value pairs that must all
+	// match the instance labels ("zone=a,canary=true"). Empty matches all.
+	Selector string `json:"selector,omitempty"`
+}
+
+// Basis returns Percent in hundredths of a percent (0…10000).
+func (r Rollout) Basis() int { return int(r.Percent*100 + 0.5) }
+
+// Validate checks percent range and precision, stickiness and selector.
+// The error names the field relative to the rollout ("percent").
+func (r Rollout) Validate() error {
+	if r.Percent < 0 || r.Percent > 100 {
+		return &FieldError{Field: "percent", Msg: "must be between 0 and 100"}
+	}
+	if d := r.Percent*100 - float64(r.Basis()); d > 1e-6 || d < -1e-6 {
+		return &FieldError{Field: "percent", Msg: "must have at most two decimals"}
+	}
+	switch r.Stickiness {
+	case "", StickyInstance, StickyKey:
+	default:
+		return &FieldError{Field: "stickiness", Msg: `must be "instance" or "key"`}
+	}
+	if _, err := ParseSelector(r.Selector); err != nil {
+		return &FieldError{Field: "selector", Msg: err.Error()}
+	}
+	return nil
+}
+
+// Selector is a parsed label selector: every pair must match.
+type Selector []LabelPair
+
+// LabelPair is one label=value requirement.
+type LabelPair struct{ Key, Value string }
+
+var labelPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$`)
+
+// ParseSelector parses "k=v,k2=v2". Empty input gives an empty selector.
+func ParseSelector(s string) (Selector, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	var sel Selector
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !labelPattern.MatchString(k) || (v != "" && !labelPattern.MatchString(v)) {
+			return nil, fmt.Errorf("%q is not a label=value pair", part)
+		}
+		sel = append(sel, LabelPair{Key: k, Value: v})
+	}
+	return sel, nil
+}
+
+// Matches reports whether labels satisfy every pair of the selector.
+func (s Selector) Matches(labels map[string]string) bool {
+	for _, p := range s {
+		if v, ok := labels[p.Key]; !ok || v != p.Value {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxFallbackBytes bounds an L1 fallback payload.
+const MaxFallbackBytes = 64 << 10
+
+// Switch is the value of switches/<app>/<name> and overrides/<app>/<name>.
+// It carries only what an SDK needs to answer.
+type Switch struct {
+	App   string `json:"app"`
+	Name  string `json:"name"`
+	Level Level  `json:"level"`
+	State string `json:"state"` // "on" or "off"
+	// Rollout applies while State is "on".
+	Rollout Rollout `json:"rollout"`
+	// Fallback is the L1 payload, raw JSON.
+	Fallback json.RawMessage `json:"fallback,omitempty"`
+	// MaxStaleness is the L2 bound as a Go duration string ("30s").
+	MaxStaleness Duration `json:"max_staleness,omitempty"`
+	// Version is the console's optimistic-concurrency version.
+	Version int64 `json:"version"`
+	// ExpiresAt is when an "on" switch is due to be audited or turned off.
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+}
+
+// Validate checks a published switch as an SDK receives it.
+func (s *Switch) Validate() error {
+	if !ValidApp(s.App) {
+		return &FieldError{Field: "app", Msg: "invalid app name"}
+	}
+	if !ValidName(s.Name) {
+		return &FieldError{Field: "name", Msg: "invalid switch name"}
+	}
+	if !s.Level.Valid() {
+		return &FieldError{Field: "level", Msg: "must be one of L1, L2, L3, L4, L5"}
+	}
+	if s.State != StateOn && s.State != StateOff {
+		return &FieldError{Field: "state", Msg: `must be "on" or "off"`}
+	}
+	if err := s.Rollout.Validate(); err != nil {
+		return prefixField("rollout", err)
+	}
+	if len(s.Fallback) > 0 {
+		if len(s.Fallback) > MaxFallbackBytes {
+			return &FieldError{Field: "fallback", Msg: "exceeds 64 KiB"}
+		}
+		if !json.Valid(s.Fallback) {
+			return &FieldError{Field: "fallback", Msg: "is not valid JSON"}
+		}
+	}
+	if s.MaxStaleness < 0 {
+		return &FieldError{Field: "max_staleness", Msg: "must not be negative"}
+	}
+	return nil
+}
+
+// DecodeSwitch parses and validates a published switch value.
+func DecodeSwitch(data []byte) (*Switch, error) {
+	var s Switch
+	if err := strictUnmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("wire: switch: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("wire: switch: %w", err)
+	}
+	return &s, nil
+}
+
+// Limit rule kinds.
+const (
+	KindTokenBucket   = "token_bucket"
+	KindSlidingWindow = "sliding_window"
+	KindConcurrency   = "concurrency"
+	KindGCRA          = "gcra"
+	KindAdaptive      = "adaptive"
+	KindBreaker       = "breaker"
+)
+
+// LimitKinds lists every limit rule kind.
+var LimitKinds = []string{KindTokenBucket, KindSlidingWindow, KindConcurrency, KindGCRA, KindAdaptive, KindBreaker}
+
+// Limit rule modes and scopes.
+const (
+	ModeEnforce   = "enforce"
+	ModeShadow    = "shadow"
+	ScopeInstance = "instance"
+	ScopeCluster  = "cluster"
+)
+
+// KeyBy says where a per-key limiter takes its key from.
+type KeyBy struct {
+	// Source is "header" (an HTTP header or gRPC metadata key) or "context"
+	// (a key set with the SDK's WithKey). Empty means one shared state.
+	Source string `json:"source,omitempty"`
+	// Name is the header name for Source "header".
+	Name string `json:"name,omitempty"`
+	// MaxKeys bounds how many keys keep state at once (default 10,000).
+	MaxKeys int `json:"max_keys,omitempty"`
+	// TTL drops a key's state after it has been idle this long (default 10m).
+	TTL Duration `json:"ttl,omitempty"`
+}
+
+// LimitRule is the value of limits/<app>/<resource>. Only the parameters of
+// its Kind are set.
+type LimitRule struct {
+	App      string `json:"app"`
+	Resource string `json:"resource"`
+	Kind     string `json:"kind"`
+	Mode     string `json:"mode"`  // "enforce" or "shadow"
+	Scope    string `json:"scope"` // "instance" or "cluster"
+	KeyBy    KeyBy  `json:"key_by,omitzero"`
+	Version  int64  `json:"version"`
+
+	// token_bucket and gcra: requests per second.
+	Rate float64 `json:"rate,omitempty"`
+	// token_bucket: bucket size.
+	Burst int `json:"burst,omitempty"`
+	// sliding_window: requests per Window.
+	Limit  int      `json:"limit,omitempty"`
+	Window Duration `json:"window,omitempty"` // sliding_window, adaptive and breaker window
+	// concurrency: maximum in flight.
+	Max int `json:"max,omitempty"` // concurrency and adaptive upper bound
+	// adaptive: lower bound of the concurrency limit.
+	Min int `json:"min,omitempty"`
+	// gcra: longest a request may be told to wait.
+	MaxWait Duration `json:"max_wait,omitempty"`
+	// breaker parameters.
+	ErrorRate        float64  `json:"error_rate,omitempty"`         // 0–1, trips when reached
+	SlowCallRate     float64  `json:"slow_call_rate,omitempty"`     // 0–1, trips when reached
+	SlowCallDuration Duration `json:"slow_call_duration,omitempty"` // a call slower than this is slow
+	MinRequests      int      `json:"min_requests,omitempty"`       // no trip below this many calls per window
+	OpenDuration     Duration `json:"open_duration,omitempty"`      // first open period
+	MaxOpenDuration  Duration `json:"max_open_duration,omitempty"`  // cap of the growing open period
+	HalfOpenProbes   int      `json:"half_open_probes,omitempty"`   // probes admitted while half-open
+}
+
+// Validate checks a limit rule; the error names the field.
+func (r *LimitRule) Validate() error {
+	if !ValidApp(r.App) {
+		return &FieldError{Field: "app", Msg: "invalid app name"}
+	}
+	if r.Resource == "" || len(r.Resource) > 200 || strings.ContainsAny(r.Resource, "\x00\n\r\t") {
+		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters"}
+	}
+	switch r.Mode {
+	case ModeEnforce, ModeShadow:
+	default:
+		return &FieldError{Field: "mode", Msg: `must be "enforce" or "shadow"`}
+	}
+	switch r.Scope {
+	case ScopeInstance, ScopeCluster:
+	default:
+		return &FieldError{Field: "scope", Msg: `must be "instance" or "cluster"`}
+	}
+	switch r.KeyBy.Source {
+	case "", "context":
+	case "header":
+		if r.KeyBy.Name == "" {
+			return &FieldError{Field: "key_by.name", Msg: "is required when source is header"}
+		}
+	default:
+		return &FieldError{Field: "key_by.source", Msg: `must be "", "header" or "context"`}
+	}
+	if r.KeyBy.MaxKeys < 0 || r.KeyBy.MaxKeys > 1_000_000 {
+		return &FieldError{Field: "key_by.max_keys", Msg: "must be between 0 and 1000000"}
+	}
+	if r.KeyBy.TTL < 0 {
+		return &FieldError{Field: "key_by.ttl", Msg: "must not be negative"}
+	}
+	positive := func(field string, ok bool) error {
+		if !ok {
+			return &FieldError{Field: field, Msg: "must be greater than 0"}
+		}
+		return nil
+	}
+	switch r.Kind {
+	case KindTokenBucket:
+		return errors.Join(positive("rate", r.Rate > 0), positive("burst", r.Burst > 0))
+	case KindSlidingWindow:
+		return errors.Join(positive("limit", r.Limit > 0), positive("window", r.Window > 0))
+	case KindConcurrency:
+		return positive("max", r.Max > 0)
+	case KindGCRA:
+		if r.MaxWait < 0 {
+			return &FieldError{Field: "max_wait", Msg: "must not be negative"}
+		}
+		return positive("rate", r.Rate > 0)
+	case KindAdaptive:
+		if err := errors.Join(positive("min", r.Min > 0), positive("max", r.Max > 0)); err != nil {
+			return err
+		}
+		if r.Min > r.Max {
+			return &FieldError{Field: "min", Msg: "must not exceed max"}
+		}
+		if r.Window != 0 && r.Window < Duration(time.Second) {
+			return &FieldError{Field: "window", Msg: "must be at least 1s"}
+		}
+		return nil
+	case KindBreaker:
+		if r.ErrorRate <= 0 && r.SlowCallRate <= 0 {
+			return &FieldError{Field: "error_rate", Msg: "error_rate or slow_call_rate must be set"}
+		}
+		if r.ErrorRate < 0 || r.ErrorRate > 1 {
+			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1"}
+		}
+		if r.SlowCallRate < 0 || r.SlowCallRate > 1 {
+			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1"}
+		}
+		if r.SlowCallRate > 0 && r.SlowCallDuration <= 0 {
+			return &FieldError{Field: "slow_call_duration", Msg: "is required with slow_call_rate"}
+		}
+		if r.MaxOpenDuration != 0 && r.MaxOpenDuration < r.OpenDuration {
+			return &FieldError{Field: "max_open_duration", Msg: "must not be below open_duration"}
+		}
+		return errors.Join(
+			positive("min_requests", r.MinRequests > 0),
+			positive("window", r.Window > 0),
+			positive("open_duration", r.OpenDuration > 0),
+			positive("half_open_probes", r.HalfOpenProbes > 0),
+		)
+	default:
+		return &FieldError{Field: "kind", Msg: "must be one of " + strings.Join(LimitKinds, ", ")}
+	}
+}
+
+// DecodeLimitRule parses and validates a published limit rule value.
+func DecodeLimitRule(data []byte) (*LimitRule, error) {
+	var r LimitRule
+	if err := strictUnmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("wire: limit rule: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("wire: limit rule: %w", err)
+	}
+	return &r, nil
+}
+
+// Instance is the value of instances/<app>/<instance-id>, written by the SDK
+// under a lease so it disappears when the process does.
+type Instance struct {
+	App             string            `json:"app"`
+	InstanceID      string            `json:"instance_id"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	SDKVersion      string            `json:"sdk_version"`
+	AppliedRevision int64             `json:"applied_revision"`
+	AppliedAt       time.Time         `json:"applied_at"`
+	StartedAt       time.Time         `json:"started_at"`
+	// Stats are counters the SDK reports (degraded answers, rejections …).
+	Stats map[string]int64 `json:"stats,omitempty"`
+}
+
+// FieldError is a validation error naming the offending field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func prefixField(prefix string, err error) error {
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		return &FieldError{Field: prefix + "." + fe.Field, Msg: fe.Msg}
+	}
+	return err
+}
+
+// Duration is a time.Duration written as a Go duration string ("30s").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string such as "1m30s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return errors.New(`duration must be a string such as "30s"`)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration %q: %w", s, err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	// Unknown fields are tolerated on the wire so that an older SDK reads a
+	// newer console's values; only malformed JSON and invalid values fail.
+	return json.Unmarshal(data, v)
+}
