@@ -1,0 +1,164 @@
+package limit
+
+import (
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// rateParams are the immutable parameters of a rateCore; an update swaps
+// the pointer.
+type rateParams struct {
+	interval int64 // nanoseconds per token
+	tau      int64 // how far the schedule may lag behind now: burst × interval
+	maxWait  int64 // longest an admitted request may be told to wait
+}
+
+func newRateParams(rate float64, burst int, maxWait time.Duration) *rateParams {
+	iv := int64(math.Round(1e9 / rate))
+	if iv < 1 {
+		iv = 1
+	}
+	if burst < 1 {
+		burst = 1
+	}
+	return &rateParams{interval: iv, tau: int64(burst) * iv, maxWait: max(int64(maxWait), 0)}
+}
+
+// rateCore is the lock-free core shared by TokenBucket and GCRA: a single
+// "theoretical arrival time" (tat) updated by compare-and-swap. The bucket
+// holds (now − max(tat, now−tau)) / interval tokens; admitting n tokens moves
+// tat forward by n × interval. A request whose tat lands at most maxWait in the
+// future is admitted and told to wait that long (GCRA); the token bucket has
+// maxWait 0.
+type rateCore struct {
+	tat   atomic.Int64
+	_     [56]byte // keep the contended word off the line readers share
+	p     atomic.Pointer[rateParams]
+	clock Clock
+	mu    sync.Mutex // serialises updates
+}
+
+func (c *rateCore) init(p *rateParams, clock Clock) {
+	c.clock = orSystem(clock)
+	c.p.Store(p)
+	c.tat.Store(c.clock.Nanotime() - p.tau) // start full
+}
+
+func (c *rateCore) allowN(n int) Decision {
+	p := c.p.Load()
+	cost := int64(n) * p.interval
+	now := c.clock.Nanotime()
+	fresh := false
+	for {
+		tat := c.tat.Load()
+		base := max(tat, now-p.tau)
+		next := base + cost
+		wait := next - now
+		if wait > p.maxWait {
+			// now may predate another goroutine's update (we were
+			// preempted after reading it): decide on a reading taken after
+			// loading the state before rejecting.
+			if !fresh {
+				now, fresh = c.clock.Nanotime(), true
+				continue
+			}
+			return Decision{RetryAfter: time.Duration(wait - p.maxWait), Reason: ReasonRate}
+		}
+		if c.tat.CompareAndSwap(tat, next) {
+			return Decision{OK: true, Wait: time.Duration(max(wait, 0))}
+		}
+	}
+}
+
+// tokens reports how many tokens the bucket holds now under params p.
+func (c *rateCore) tokens(p *rateParams, now int64) float64 {
+	base := max(c.tat.Load(), now-p.tau)
+	return float64(now-base) / float64(p.interval)
+}
+
+// set installs new parameters keeping the current number of tokens (capped by
+// the new burst): a new rate does not refill or drain the bucket.
+func (c *rateCore) set(np *rateParams) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		now := c.clock.Nanotime()
+		op := c.p.Load()
+		tat := c.tat.Load()
+		held := c.tokens(op, now)
+		if c.tat.CompareAndSwap(tat, now-int64(held*float64(np.interval))) {
+			c.p.Store(np)
+			return
+		}
+	}
+}
+
+// TokenBucket admits bursts of up to burst requests and rate requests per
+// second on average. Allow is lock-free and allocation-free.
+type TokenBucket struct{ c rateCore }
+
+// NewTokenBucket returns a full bucket; a nil clock means SystemClock.
+func NewTokenBucket(rate float64, burst int, clock Clock) *TokenBucket {
+	b := &TokenBucket{}
+	b.c.init(newRateParams(rate, burst, 0), clock)
+	return b
+}
+
+// Allow takes one token.
+func (b *TokenBucket) Allow() Decision { return b.c.allowN(1) }
+
+// AllowN takes n tokens at once, or none. n above the burst never succeeds.
+func (b *TokenBucket) AllowN(n int) Decision { return b.c.allowN(n) }
+
+// Tokens reports the tokens available now.
+func (b *TokenBucket) Tokens() float64 { return b.c.tokens(b.c.p.Load(), b.c.clock.Nanotime()) }
+
+// SetRate changes rate and burst keeping the tokens held.
+func (b *TokenBucket) SetRate(rate float64, burst int) {
+	b.c.set(newRateParams(rate, burst, 0))
+}
+
+// Kind implements Limiter.
+func (b *TokenBucket) Kind() string { return wire.KindTokenBucket }
+
+// Admit implements Limiter.
+func (b *TokenBucket) Admit() (Permit, Decision) { return Permit{}, b.c.allowN(1) }
+
+func (b *TokenBucket) update(r *wire.LimitRule) { b.SetRate(r.Rate, r.Burst) }
+
+// GCRA is a leaky bucket as a meter (the generic cell rate algorithm):
+// requests are spaced 1/rate apart; a request that would have to wait longer
+// than maxWait is rejected, the others are told how long to wait. It has no
+// burst beyond one request.
+type GCRA struct{ c rateCore }
+
+// NewGCRA returns an idle GCRA limiter; a nil clock means SystemClock.
+func NewGCRA(rate float64, maxWait time.Duration, clock Clock) *GCRA {
+	g := &GCRA{}
+	g.c.init(newRateParams(rate, 1, maxWait), clock)
+	return g
+}
+
+// Allow reserves the next slot. Decision.Wait says how long to wait before
+// proceeding; a rejection leaves the schedule untouched.
+func (g *GCRA) Allow() Decision { return g.c.allowN(1) }
+
+// AllowN reserves n consecutive slots.
+func (g *GCRA) AllowN(n int) Decision { return g.c.allowN(n) }
+
+// SetRate changes rate and maximum wait; reservations already made stand.
+func (g *GCRA) SetRate(rate float64, maxWait time.Duration) {
+	g.c.set(newRateParams(rate, 1, maxWait))
+}
+
+// Kind implements Limiter.
+func (g *GCRA) Kind() string { return wire.KindGCRA }
+
+// Admit implements Limiter.
+func (g *GCRA) Admit() (Permit, Decision) { return Permit{}, g.c.allowN(1) }
+
+func (g *GCRA) update(r *wire.LimitRule) { g.SetRate(r.Rate, r.MaxWait.D()) }
