@@ -1,0 +1,469 @@
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// ErrClosed is returned by WaitReady after Close.
+var ErrClosed = errors.New("sdk: client closed")
+
+// Client holds the live switch and limit-rule set of one app. It is safe
+// for concurrent use. Create it with New and release it with Close.
+type Client struct {
+	cfg   Config
+	log   *slog.Logger
+	state atomic.Pointer[state]
+	env   map[string]bool // environment fallbacks by envName(switch)
+
+	// prefixes are the six watched prefixes: switches, overrides and limits
+	// of the app and of _global.
+	prefixes [6]string
+
+	mu        sync.Mutex // serializes writers: apply, Switch, OnChange
+	names     map[string]uint32
+	served    map[string]*atomic.Uint64 // fallbacks served per switch name
+	listeners []*listener
+
+	fallbacks    atomic.Uint64 // fallbacks served by Client.On
+	decodeErrors atomic.Uint64 // published values that did not parse
+	snapErrors   atomic.Uint64 // disk snapshots that could not be read or written
+	watchErrors  atomic.Uint64 // failed lists and broken watches
+	relists      atomic.Uint64 // re-lists forced by compaction
+	sessionUp    atomic.Bool   // a list succeeded and the watch runs
+	reachable    atomic.Bool   // the last registry heartbeat succeeded
+	freshAt      atomic.Int64  // unix nanos when data was last confirmed current
+	appliedAt    atomic.Int64  // unix nanos of the last applied revision change
+
+	ready     chan struct{}
+	readyOnce sync.Once
+	startedAt time.Time
+
+	etcd    *clientv3.Client
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	regKick chan struct{}
+
+	disk diskWriter
+
+	metrics   *collector
+	closeOnce sync.Once
+}
+
+// ChangeKind says what a Change is about.
+type ChangeKind uint8
+
+// Kinds of changes.
+const (
+	SwitchChanged ChangeKind = iota + 1 // the effective value of a switch changed
+	LimitChanged                        // the effective rule of a resource changed
+)
+
+// Change describes one applied change of a switch or limit rule.
+type Change struct {
+	Kind ChangeKind
+	// Name is the switch name or the limit resource.
+	Name string
+	// Switch is the new effective switch, nil when it was deleted.
+	Switch *wire.Switch
+	// On is the new instance-level answer of the switch.
+	On bool
+	// Limit is the new effective limit rule, nil when it was deleted.
+	Limit *wire.LimitRule
+	// Revision is the etcd revision that was applied.
+	Revision int64
+}
+
+type listener struct{ fn func(Change) }
+
+// New creates a client and returns without waiting for etcd: it loads the
+// disk snapshot (if SnapshotDir is set), reads the environment fallbacks
+// and connects in the background. ctx bounds only New itself; the client
+// runs until Close.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	c := &Client{
+		cfg:       cfg,
+		log:       cfg.Logger.With("component", "switchyard-sdk", "app", cfg.App),
+		env:       readEnv(cfg.App, os.Environ()),
+		names:     map[string]uint32{},
+		served:    map[string]*atomic.Uint64{},
+		ready:     make(chan struct{}),
+		startedAt: time.Now(),
+		regKick:   make(chan struct{}, 1),
+	}
+	c.reachable.Store(true)
+	i := 0
+	for _, kind := range []string{wire.KindSwitches, wire.KindOverrides, wire.KindLimits} {
+		for _, app := range []string{cfg.App, wire.GlobalApp} {
+			c.prefixes[i] = wire.AppPrefix(cfg.Namespace, kind, app)
+			i++
+		}
+	}
+	c.state.Store(&state{
+		items:  map[string]*item{},
+		index:  map[string]uint32{},
+		limits: map[string]*wire.LimitRule{},
+	})
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.disk.init(c)
+	if cfg.SnapshotDir != "" {
+		c.loadSnapshot()
+	}
+	if cfg.Registerer != nil {
+		c.metrics = newCollector(c)
+		if err := cfg.Registerer.Register(c.metrics); err != nil {
+			c.cancel()
+			return nil, fmt.Errorf("sdk: register metrics: %w", err)
+		}
+	}
+	if len(cfg.Endpoints) == 0 {
+		c.log.Info("no etcd endpoints: running offline from snapshot, environment and defaults")
+		return c, nil
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            cfg.Endpoints,
+		DialTimeout:          cfg.DialTimeout,
+		DialKeepAliveTime:    30 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		TLS:                  cfg.TLS,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		c.cancel()
+		if c.metrics != nil {
+			cfg.Registerer.Unregister(c.metrics)
+		}
+		return nil, fmt.Errorf("sdk: etcd client: %w", err)
+	}
+	c.etcd = cli
+	c.wg.Add(2)
+	go c.run()
+	go c.registry()
+	return c, nil
+}
+
+// Close stops watching, deregisters the instance, writes a final disk
+// snapshot and releases resources. It is safe to call more than once.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.wg.Wait()
+		if c.etcd != nil {
+			c.etcd.Close()
+		}
+		c.disk.close()
+		if c.metrics != nil {
+			c.cfg.Registerer.Unregister(c.metrics)
+		}
+	})
+	return nil
+}
+
+// Ready reports whether live data from etcd has been applied at least once.
+func (c *Client) Ready() bool {
+	select {
+	case <-c.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// WaitReady blocks until live data has been applied, ctx is done or the
+// client is closed.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.ctx.Done():
+		return ErrClosed
+	}
+}
+
+// Stale reports whether the answers may be out of date: no live data yet,
+// or the connection to etcd is lost. The last known state keeps being
+// served either way.
+func (c *Client) Stale() bool {
+	return !c.Ready() || !c.sessionUp.Load() || !c.reachable.Load()
+}
+
+// Revision returns the etcd revision of the applied state (from the disk
+// snapshot until live data arrives), 0 when there is none.
+func (c *Client) Revision() int64 { return c.state.Load().rev }
+
+// InstanceID returns the instance id in use (Config.InstanceID or its default).
+func (c *Client) InstanceID() string { return c.cfg.InstanceID }
+
+// LimitRule returns the effective limit rule of a resource: the app's own
+// rule, else a _global one. The rule is shared: do not modify it.
+func (c *Client) LimitRule(resource string) (*wire.LimitRule, bool) {
+	r, ok := c.state.Load().limits[resource]
+	return r, ok
+}
+
+// LimitRules returns every effective limit rule by resource.
+func (c *Client) LimitRules() map[string]*wire.LimitRule {
+	return maps.Clone(c.state.Load().limits)
+}
+
+// OnChange registers fn to be called after every applied change of a
+// switch or limit rule, on the client's watch goroutine, in order. fn must
+// not block. The returned function unregisters it.
+func (c *Client) OnChange(fn func(Change)) (cancel func()) {
+	l := &listener{fn: fn}
+	c.mu.Lock()
+	c.listeners = append(append([]*listener(nil), c.listeners...), l)
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		out := make([]*listener, 0, len(c.listeners))
+		for _, x := range c.listeners {
+			if x != l {
+				out = append(out, x)
+			}
+		}
+		c.listeners = out
+	}
+}
+
+func (c *Client) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }
+
+// indexLocked returns the stable index of a switch name, assigning one.
+func (c *Client) indexLocked(name string) uint32 {
+	if i, ok := c.names[name]; ok {
+		return i
+	}
+	i := uint32(len(c.names))
+	c.names[name] = i
+	return i
+}
+
+// kvUpdate is one key from a list, a watch event or the disk snapshot.
+type kvUpdate struct {
+	key    string
+	value  []byte
+	modRev int64
+	del    bool
+}
+
+// decodeItem parses a key and its published value. The key must belong to
+// the client's namespace, app or _global, and a switch, override or limit;
+// the value must agree with the key.
+func decodeItem(ns, app, key string, value []byte, modRev int64) (*item, error) {
+	pk, err := wire.ParseKey(ns, key)
+	if err != nil {
+		return nil, err
+	}
+	if pk.App != app && pk.App != wire.GlobalApp {
+		return nil, fmt.Errorf("sdk: key %q belongs to another app", key)
+	}
+	it := &item{key: key, kind: pk.Kind, app: pk.App, name: pk.Name, modRev: modRev, value: value}
+	switch pk.Kind {
+	case wire.KindSwitches, wire.KindOverrides:
+		sw, err := wire.DecodeSwitch(value)
+		if err != nil {
+			return nil, err
+		}
+		if sw.App != pk.App || sw.Name != pk.Name {
+			return nil, fmt.Errorf("sdk: key %q holds switch %s/%s", key, sw.App, sw.Name)
+		}
+		it.sw = sw
+	case wire.KindLimits:
+		r, err := wire.DecodeLimitRule(value)
+		if err != nil {
+			return nil, err
+		}
+		if r.App != pk.App || r.Resource != pk.Name {
+			return nil, fmt.Errorf("sdk: key %q holds limit %s/%s", key, r.App, r.Resource)
+		}
+		it.lim = r
+	default:
+		return nil, fmt.Errorf("sdk: key %q is not a switch, override or limit", key)
+	}
+	return it, nil
+}
+
+// apply folds updates into a new immutable state and publishes it in one
+// atomic swap. With relist, keys absent from ups are deleted (ups is the
+// complete listing at rev). A value that does not parse keeps the key's
+// previous value and counts an error; nothing else is removed.
+func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
+	c.mu.Lock()
+	prev := c.state.Load()
+	items := maps.Clone(prev.items)
+	names := map[string]struct{}{}
+	resources := map[string]struct{}{}
+	mark := func(it *item) {
+		if it.kind == wire.KindLimits {
+			resources[it.name] = struct{}{}
+		} else {
+			names[it.name] = struct{}{}
+		}
+	}
+	var listed map[string]struct{}
+	if relist {
+		listed = make(map[string]struct{}, len(ups))
+	}
+	persist := false
+	maxRev := rev
+	for _, u := range ups {
+		if relist {
+			listed[u.key] = struct{}{}
+		}
+		maxRev = max(maxRev, u.modRev)
+		old := items[u.key]
+		if u.del {
+			if old != nil {
+				delete(items, u.key)
+				mark(old)
+				persist = persist || old.kind != wire.KindOverrides
+			}
+			continue
+		}
+		if old != nil && old.modRev == u.modRev && bytes.Equal(old.value, u.value) {
+			continue
+		}
+		it, err := decodeItem(c.cfg.Namespace, c.cfg.App, u.key, u.value, u.modRev)
+		if err != nil {
+			c.decodeErrors.Add(1)
+			c.log.Warn("ignoring unparsable value, keeping the previous one", "key", u.key, "mod_revision", u.modRev, "err", err)
+			continue
+		}
+		items[u.key] = it
+		mark(it)
+		persist = persist || it.kind != wire.KindOverrides
+	}
+	if relist {
+		for k, it := range items {
+			if _, ok := listed[k]; !ok {
+				delete(items, k)
+				mark(it)
+				persist = persist || it.kind != wire.KindOverrides
+			}
+		}
+	}
+	next := &state{rev: max(prev.rev, maxRev), items: items, source: source, limits: prev.limits}
+	if source == SourceLive || prev.dataAt.IsZero() {
+		next.dataAt = time.Now()
+	} else {
+		next.dataAt = prev.dataAt
+	}
+	for n := range names {
+		c.indexLocked(n)
+	}
+	next.index = prev.index
+	if len(c.names) != len(prev.index) {
+		next.index = maps.Clone(c.names)
+	}
+	next.entries = make([]entry, len(c.names))
+	copy(next.entries, prev.entries)
+	full := prev.source != source
+	var changes []Change
+	update := func(n string, i uint32) {
+		e := buildEntry(c.effective(items, n), source, c.cfg.InstanceID, c.cfg.Labels)
+		old := next.entries[i]
+		next.entries[i] = e
+		if old.sw != e.sw || old.on != e.on {
+			changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: next.rev})
+		}
+	}
+	if full {
+		for n, i := range next.index {
+			update(n, i)
+		}
+	} else {
+		for n := range names {
+			update(n, next.index[n])
+		}
+	}
+	if len(resources) > 0 {
+		next.limits = maps.Clone(prev.limits)
+		for r := range resources {
+			old := next.limits[r]
+			lim := c.effectiveLimit(items, r)
+			if lim == nil {
+				delete(next.limits, r)
+			} else {
+				next.limits[r] = lim
+			}
+			if old != lim {
+				changes = append(changes, Change{Kind: LimitChanged, Name: r, Limit: lim, Revision: next.rev})
+			}
+		}
+	}
+	c.state.Store(next)
+	listeners := c.listeners
+	c.mu.Unlock()
+
+	if source == SourceLive {
+		now := time.Now().UnixNano()
+		c.freshAt.Store(now)
+		if next.rev != prev.rev || prev.source != SourceLive {
+			c.appliedAt.Store(now)
+			select {
+			case c.regKick <- struct{}{}:
+			default:
+			}
+		}
+		if persist || prev.source != SourceLive {
+			c.disk.schedule()
+		}
+	}
+	for _, ch := range changes {
+		for _, l := range listeners {
+			l.fn(ch)
+		}
+	}
+}
+
+// effective resolves a switch name: app override, app switch, global
+// override, global switch.
+func (c *Client) effective(items map[string]*item, name string) *wire.Switch {
+	ns, app := c.cfg.Namespace, c.cfg.App
+	for _, k := range [...]string{
+		wire.OverrideKey(ns, app, name),
+		wire.SwitchKey(ns, app, name),
+		wire.OverrideKey(ns, wire.GlobalApp, name),
+		wire.SwitchKey(ns, wire.GlobalApp, name),
+	} {
+		if it := items[k]; it != nil {
+			return it.sw
+		}
+	}
+	return nil
+}
+
+func (c *Client) effectiveLimit(items map[string]*item, resource string) *wire.LimitRule {
+	ns := c.cfg.Namespace
+	if it := items[wire.LimitKey(ns, c.cfg.App, resource)]; it != nil {
+		return it.lim
+	}
+	if it := items[wire.LimitKey(ns, wire.GlobalApp, resource)]; it != nil {
+		return it.lim
+	}
+	return nil
+}

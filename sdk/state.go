@@ -1,0 +1,106 @@
+package sdk
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Source says where the answer for a switch comes from.
+type Source uint8
+
+// Sources of a switch's answer, in the order they are tried.
+const (
+	SourceNone     Source = iota // no value anywhere: the answer is off
+	SourceLive                   // live data from etcd
+	SourceSnapshot               // the disk snapshot, live data not yet seen
+	SourceEnv                    // SWITCHYARD_SWITCH_<APP>_<NAME>
+	SourceDefault                // the Default option of Client.Switch
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceLive:
+		return "live"
+	case SourceSnapshot:
+		return "snapshot"
+	case SourceEnv:
+		return "env"
+	case SourceDefault:
+		return "default"
+	}
+	return "none"
+}
+
+// item is one decoded etcd key/value.
+type item struct {
+	key    string
+	kind   string // wire.KindSwitches, KindOverrides or KindLimits
+	app    string
+	name   string // switch name or limit resource
+	modRev int64
+	value  []byte
+	sw     *wire.Switch
+	lim    *wire.LimitRule
+}
+
+// entry is the precomputed answer for one switch name in one snapshot.
+type entry struct {
+	sw     *wire.Switch // effective value; nil: no data, use the handle's fallback
+	on     bool         // decision for this instance (instance hash)
+	gate   bool         // state on and selector matches (key stickiness)
+	keyed  bool         // stickiness "key"
+	source Source
+	basis  uint32
+	seed   uint64 // FNV state after app/name/, for request keys
+}
+
+// keyOn decides for key stickiness: hash the request key, or fall back to
+// the instance decision when the context carries no key.
+func (e *entry) keyOn(ctx context.Context) bool {
+	if !e.gate {
+		return false
+	}
+	k, ok := ctx.Value(keyCtxKey{}).(string)
+	if !ok {
+		return e.on
+	}
+	return fnvString(e.seed, k)%Buckets < uint64(e.basis)
+}
+
+// state is an immutable snapshot of everything the client knows. It is
+// built by the single writer and published through an atomic pointer;
+// readers never see it change.
+type state struct {
+	rev     int64
+	items   map[string]*item           // by etcd key, switches, overrides and limits
+	index   map[string]uint32          // switch name -> entries index, stable for the client's lifetime
+	entries []entry                    // by index
+	limits  map[string]*wire.LimitRule // effective rule by resource
+	source  Source                     // SourceLive, SourceSnapshot or SourceNone
+	// dataAt is when the data was last known fresh: the disk snapshot's
+	// written_at or the time of the last applied live change.
+	dataAt time.Time
+}
+
+func buildEntry(sw *wire.Switch, source Source, instanceID string, labels map[string]string) entry {
+	if sw == nil {
+		return entry{}
+	}
+	e := entry{sw: sw, source: source}
+	basis := sw.Rollout.Basis()
+	if basis < 0 {
+		basis = 0
+	}
+	if basis > Buckets {
+		basis = Buckets
+	}
+	e.basis = uint32(basis)
+	e.seed = seedFor(sw.App, sw.Name)
+	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
+	sel, err := wire.ParseSelector(sw.Rollout.Selector)
+	e.gate = sw.State == wire.StateOn && err == nil && sel.Matches(labels)
+	e.on = e.gate && fnvString(e.seed, instanceID)%Buckets < uint64(e.basis)
+	return e
+}
