@@ -464,8 +464,8 @@ type Instance struct {
 
 // FieldError is a validation error naming the offending field.
 type FieldError struct {
-	Field string
-	Msg   string
+	Field string `json:"field"`
+	Msg   string `json:"message"`
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }

@@ -1,0 +1,253 @@
+// Package audit is Switchyard's append-only, hash-chained audit log.
+//
+// Every change to a switch, limit rule or token appends one Event in the
+// same database transaction as the change itself. Each event carries the
+// hash of the one before it, so editing or deleting any row breaks the chain
+// and Verify names the first event that no longer matches. The database
+// refuses UPDATE and DELETE on the table with a trigger as a second line of
+// defence.
+//
+// The package knows nothing about HTTP or etcd; it needs a *gorm.DB.
+package audit
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Actor kinds.
+const (
+	ActorUser   = "user"
+	ActorToken  = "token"
+	ActorSystem = "system"
+)
+
+// GenesisHash is the prev_hash of the first event.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Event is one audited change.
+type Event struct {
+	ID         int64     `gorm:"primaryKey;autoIncrement:false" json:"id"`
+	At         time.Time `json:"at"`
+	Actor      string    `json:"actor"`
+	ActorKind  string    `json:"actor_kind"`
+	Action     string    `json:"action"`
+	Target     string    `json:"target"`
+	Before     string    `json:"before,omitempty"` // JSON of the entity before, "" if none
+	After      string    `json:"after,omitempty"`  // JSON of the entity after, "" if none
+	Reason     string    `json:"reason"`
+	RequestID  string    `json:"request_id,omitempty"`
+	RemoteAddr string    `json:"remote_addr,omitempty"`
+	PrevHash   string    `json:"prev_hash"`
+	Hash       string    `json:"hash"`
+}
+
+// TableName pins the table name.
+func (Event) TableName() string { return "audit_events" }
+
+// computeHash is sha256 over the previous hash and a canonical encoding of
+// every field but the hash itself. The encoding is a JSON array, so field
+// boundaries are unambiguous.
+func (e *Event) computeHash() string {
+	fields := []any{
+		e.ID, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.ActorKind, e.Action, e.Target,
+		e.Before, e.After, e.Reason, e.RequestID, e.RemoteAddr, e.PrevHash,
+	}
+	b, _ := json.Marshal(fields) // cannot fail for these types
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// Append adds e to the chain inside tx, which must be the transaction of the
+// change being audited. It assigns ID, At (if zero), PrevHash and Hash.
+// Appends are serialized: on Postgres by a transaction-scoped advisory lock,
+// on SQLite by its single writer.
+func Append(tx *gorm.DB, e *Event) error {
+	if e.Actor == "" || e.Action == "" || e.Target == "" {
+		return errors.New("audit: actor, action and target are required")
+	}
+	switch e.ActorKind {
+	case ActorUser, ActorToken, ActorSystem:
+	default:
+		return fmt.Errorf("audit: unknown actor kind %q", e.ActorKind)
+	}
+	if tx.Dialector.Name() == "postgres" {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", chainLockKey).Error; err != nil {
+			return fmt.Errorf("audit: lock chain: %w", err)
+		}
+	}
+	var last Event
+	err := tx.Order("id DESC").Limit(1).Find(&last).Error
+	if err != nil {
+		return fmt.Errorf("audit: read chain head: %w", err)
+	}
+	e.ID = last.ID + 1
+	e.PrevHash = GenesisHash
+	if last.ID != 0 {
+		e.PrevHash = last.Hash
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	// Both databases keep microseconds; hash exactly what is stored.
+	e.At = e.At.UTC().Truncate(time.Microsecond)
+	e.Hash = e.computeHash()
+	if err := tx.Create(e).Error; err != nil {
+		return fmt.Errorf("audit: append: %w", err)
+	}
+	return nil
+}
+
+// chainLockKey is the advisory lock id that serializes appends on Postgres.
+const chainLockKey = 0x5377_6974_6368 // "Switch"
+
+// Mismatch describes the first event that breaks the chain.
+type Mismatch struct {
+	ID     int64  `json:"id"`
+	Reason string `json:"reason"`
+}
+
+func (m *Mismatch) Error() string {
+	return fmt.Sprintf("audit: chain broken at event %d: %s", m.ID, m.Reason)
+}
+
+// Result summarizes a verification.
+type Result struct {
+	Events   int64     `json:"events"`
+	HeadHash string    `json:"head_hash"`
+	Mismatch *Mismatch `json:"mismatch,omitempty"`
+}
+
+// OK reports whether the whole chain verified.
+func (r Result) OK() bool { return r.Mismatch == nil }
+
+// Verify walks the chain from the first event and reports the first event
+// whose id, prev_hash or hash does not match. An error is returned only when
+// the database cannot be read.
+func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
+	res := Result{HeadHash: GenesisHash}
+	var prev Event
+	const page = 1000
+	for {
+		var batch []Event
+		if err := db.WithContext(ctx).Where("id > ?", prev.ID).Order("id").Limit(page).Find(&batch).Error; err != nil {
+			return res, fmt.Errorf("audit: verify: %w", err)
+		}
+		for i := range batch {
+			e := &batch[i]
+			switch {
+			case e.ID != prev.ID+1:
+				res.Mismatch = &Mismatch{ID: e.ID, Reason: fmt.Sprintf("expected id %d: an event is missing", prev.ID+1)}
+			case e.PrevHash != res.HeadHash:
+				res.Mismatch = &Mismatch{ID: e.ID, Reason: "prev_hash does not match the previous event"}
+			case e.computeHash() != e.Hash:
+				res.Mismatch = &Mismatch{ID: e.ID, Reason: "content does not match its hash"}
+			}
+			if res.Mismatch != nil {
+				return res, nil
+			}
+			res.Events++
+			res.HeadHash = e.Hash
+			prev = *e
+		}
+		if len(batch) < page {
+			return res, nil
+		}
+	}
+}
+
+// Filter selects events for List and Export. Zero fields match everything.
+type Filter struct {
+	Target string
+	Actor  string
+	Action string
+	Since  time.Time
+	Until  time.Time
+	// BeforeID pages backwards: only events with a smaller id (0 = newest).
+	BeforeID int64
+	// Limit caps the page; 0 means 100, at most 1000.
+	Limit int
+}
+
+func (f Filter) apply(q *gorm.DB) *gorm.DB {
+	if f.Target != "" {
+		q = q.Where("target = ?", f.Target)
+	}
+	if f.Actor != "" {
+		q = q.Where("actor = ?", f.Actor)
+	}
+	if f.Action != "" {
+		q = q.Where("action = ?", f.Action)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("at >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("at < ?", f.Until.UTC())
+	}
+	return q
+}
+
+// List returns matching events newest first, and the BeforeID of the next
+// page (0 when there is none).
+func List(ctx context.Context, db *gorm.DB, f Filter) ([]Event, int64, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	limit = min(limit, 1000)
+	q := f.apply(db.WithContext(ctx).Model(&Event{}))
+	if f.BeforeID > 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	var events []Event
+	if err := q.Order("id DESC").Limit(limit + 1).Find(&events).Error; err != nil {
+		return nil, 0, fmt.Errorf("audit: list: %w", err)
+	}
+	var next int64
+	if len(events) > limit {
+		events = events[:limit]
+		next = events[limit-1].ID
+	}
+	return events, next, nil
+}
+
+// Each calls fn for every matching event in chain order, reading in pages.
+func Each(ctx context.Context, db *gorm.DB, f Filter, fn func(*Event) error) error {
+	var after int64
+	for {
+		var batch []Event
+		q := f.apply(db.WithContext(ctx).Model(&Event{})).Where("id > ?", after)
+		if err := q.Order("id").Limit(1000).Find(&batch).Error; err != nil {
+			return fmt.Errorf("audit: read: %w", err)
+		}
+		for i := range batch {
+			if err := fn(&batch[i]); err != nil {
+				return err
+			}
+		}
+		if len(batch) < 1000 {
+			return nil
+		}
+		after = batch[len(batch)-1].ID
+	}
+}
+
+// Head returns the newest event, or nil when the log is empty.
+func Head(ctx context.Context, db *gorm.DB) (*Event, error) {
+	var e Event
+	if err := db.WithContext(ctx).Order("id DESC").Limit(1).Find(&e).Error; err != nil {
+		return nil, fmt.Errorf("audit: head: %w", err)
+	}
+	if e.ID == 0 {
+		return nil, nil
+	}
+	return &e, nil
+}

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// MaxBodyBytes bounds every request body.
+const MaxBodyBytes = 1 << 20
+
+const (
+	ctxRequestID = "switchyard.request_id"
+	ctxActor     = "switchyard.actor"
+)
+
+// requestID takes X-Request-ID from the client (if sane) or makes one, and
+// echoes it in the response.
+func requestID(c *gin.Context) {
+	id := c.GetHeader("X-Request-ID")
+	if id == "" || len(id) > 128 || strings.ContainsAny(id, "\r\n") {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	c.Set(ctxRequestID, id)
+	c.Header("X-Request-ID", id)
+	c.Next()
+}
+
+// httpMetrics counts requests and their latency by route.
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_http_requests_total", Help: "HTTP requests by route, method and status.",
+		}, []string{"route", "method", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "switchyard_http_request_duration_seconds", Help: "HTTP request latency by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route", "method"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.latency)
+	}
+	return m
+}
+
+func (m *httpMetrics) handle(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, c.Request.Method, strconv.Itoa(c.Writer.Status())).Inc()
+	m.latency.WithLabelValues(route, c.Request.Method).Observe(time.Since(start).Seconds())
+}
+
+// authenticate resolves the bearer token into an actor or answers 401.
+func authenticate(svc *server.Service) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		secret, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if !ok {
+			fail(c, server.ErrUnauthorized)
+			return
+		}
+		a, err := svc.Authenticate(c, strings.TrimSpace(secret))
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		a.RequestID = c.GetString(ctxRequestID)
+		a.RemoteAddr = c.ClientIP()
+		c.Set(ctxActor, a)
+		c.Next()
+	}
+}
+
+func actor(c *gin.Context) server.Actor {
+	a, _ := c.Get(ctxActor)
+	return a.(server.Actor)
+}
+
+// checkApp validates the :app path parameter.
+func checkApp(c *gin.Context) {
+	if !wire.ValidApp(c.Param("app")) {
+		fail(c, &server.ValidationError{Fields: []*server.FieldError{{Field: "app", Msg: "must match ^[a-z0-9][a-z0-9._-]{0,62}$"}}})
+		return
+	}
+	c.Next()
+}
+
+// bind reads a JSON body strictly into v: the media type must be JSON, the
+// body at most 1 MiB, and unknown fields are refused. It answers the
+// problem itself and returns false on failure.
+func bind(c *gin.Context, v any) bool {
+	if err := readJSON(c, v); err != nil {
+		fail(c, err)
+		return false
+	}
+	return true
+}
+
+func readJSON(c *gin.Context, v any) error {
+	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return errMediaType
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return errTooLarge
+		}
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return &server.ValidationError{Fields: []*server.FieldError{{Field: "body", Msg: "is empty; send a JSON object"}}}
+	}
+	return server.DecodeStrict(body, v)
+}

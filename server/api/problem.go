@@ -1,0 +1,89 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// Problem is an RFC 9457 problem document. Field names the request field
+// that caused it, when there is one; Errors lists every bad field.
+type Problem struct {
+	Type      string              `json:"type"`
+	Title     string              `json:"title"`
+	Status    int                 `json:"status"`
+	Detail    string              `json:"detail,omitempty"`
+	Instance  string              `json:"instance,omitempty"`
+	Field     string              `json:"field,omitempty"`
+	Errors    []server.FieldError `json:"errors,omitempty"`
+	RequestID string              `json:"request_id,omitempty"`
+}
+
+// ProblemContentType is the media type of problem documents.
+const ProblemContentType = "application/problem+json"
+
+// errTooLarge and errMediaType are request-shape errors found by the API itself.
+var (
+	errTooLarge  = errors.New("api: request body exceeds 1 MiB")
+	errMediaType = errors.New("api: Content-Type must be application/json")
+)
+
+// problemFor maps an error to its problem document; this is the only place
+// where errors become status codes.
+func problemFor(err error) Problem {
+	var ve *server.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		p := Problem{Type: "/problems/validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: ve.Error()}
+		for _, f := range ve.Fields {
+			p.Errors = append(p.Errors, *f)
+		}
+		p.Field = ve.Fields[0].Field
+		return p
+	case errors.Is(err, errTooLarge):
+		return Problem{Type: "/problems/too-large", Title: "Request body too large", Status: http.StatusRequestEntityTooLarge, Detail: err.Error(), Field: "body"}
+	case errors.Is(err, errMediaType):
+		return Problem{Type: "/problems/media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType, Detail: err.Error(), Field: "Content-Type"}
+	case errors.Is(err, server.ErrUnauthorized):
+		return Problem{Type: "/problems/unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer <token>", Field: "Authorization"}
+	case errors.Is(err, server.ErrForbidden):
+		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: clean(err)}
+	case errors.Is(err, server.ErrNotFound):
+		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: clean(err)}
+	case errors.Is(err, server.ErrConflict):
+		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: clean(err), Field: "version"}
+	case errors.Is(err, server.ErrAlreadyExists):
+		return Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: clean(err), Field: "name"}
+	case errors.Is(err, server.ErrUnavailable):
+		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "the change was not made; retry when the database is back"}
+	}
+	return Problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError}
+}
+
+// clean strips the package prefix from a typed error's message.
+func clean(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"server: "} {
+		msg = strings.ReplaceAll(msg, p, "")
+	}
+	return msg
+}
+
+// fail writes err as a problem document and aborts the request.
+func fail(c *gin.Context, err error) {
+	p := problemFor(err)
+	p.Instance = c.Request.URL.Path
+	p.RequestID = c.GetString(ctxRequestID)
+	if p.Status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="switchyard"`)
+	}
+	if p.Status >= 500 {
+		_ = c.Error(err)
+	}
+	c.Header("Content-Type", ProblemContentType)
+	c.AbortWithStatusJSON(p.Status, p)
+}

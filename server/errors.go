@@ -1,0 +1,76 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Sentinel errors; the API maps each to one status code.
+var (
+	ErrNotFound      = errors.New("server: not found")
+	ErrConflict      = errors.New("server: version conflict")
+	ErrAlreadyExists = errors.New("server: already exists")
+	ErrUnauthorized  = errors.New("server: missing or invalid credentials")
+	ErrForbidden     = errors.New("server: forbidden")
+	ErrUnavailable   = errors.New("server: database unavailable")
+)
+
+// FieldError is a validation error that names the offending request field.
+type FieldError = wire.FieldError
+
+// ValidationError holds every field error found in one request.
+type ValidationError struct {
+	Fields []*FieldError
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Fields) == 1 {
+		return "invalid " + e.Fields[0].Error()
+	}
+	return fmt.Sprintf("invalid request: %d fields (%s, …)", len(e.Fields), e.Fields[0].Error())
+}
+
+// validator collects field errors.
+type validator struct{ errs []*FieldError }
+
+func (v *validator) add(field, msg string) {
+	v.errs = append(v.errs, &FieldError{Field: field, Msg: msg})
+}
+
+// addErr records err, prefixing its field (if it names one) with prefix.
+func (v *validator) addErr(prefix string, err error) {
+	if err == nil {
+		return
+	}
+	var joined interface{ Unwrap() []error }
+	if errors.As(err, &joined) {
+		for _, e := range joined.Unwrap() {
+			v.addErr(prefix, e)
+		}
+		return
+	}
+	var fe *FieldError
+	if errors.As(err, &fe) {
+		field := fe.Field
+		if prefix != "" {
+			field = prefix + "." + field
+		}
+		v.add(field, fe.Msg)
+		return
+	}
+	v.add(prefix, err.Error())
+}
+
+func (v *validator) err() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Fields: v.errs}
+}
+
+// invalid returns a ValidationError for one field.
+func invalid(field, msg string) error {
+	return &ValidationError{Fields: []*FieldError{{Field: field, Msg: msg}}}
+}

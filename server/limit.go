@@ -1,0 +1,211 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// LimitRule is a limit rule as stored in the database. Spec holds the
+// kind-specific parameters and options as the JSON of a wire.LimitRule.
+type LimitRule struct {
+	ID          int64 `gorm:"primaryKey"`
+	App         string
+	Resource    string
+	Kind        string
+	State       string // "on": published and enforced; "off": withdrawn
+	Spec        string
+	Description string
+	Version     int64
+	Reason      string
+	UpdatedBy   string
+	UpdatedAt   time.Time
+	CreatedAt   time.Time
+}
+
+// TableName pins the table name.
+func (LimitRule) TableName() string { return "limit_rules" }
+
+// Target is how the audit log names the rule.
+func (r *LimitRule) Target() string { return "limit/" + r.App + "/" + r.Resource }
+
+// Wire returns the value published to etcd.
+func (r *LimitRule) Wire() *wire.LimitRule {
+	var w wire.LimitRule
+	_ = json.Unmarshal([]byte(r.Spec), &w) // Spec was validated when written
+	w.App, w.Resource, w.Kind, w.Version = r.App, r.Resource, r.Kind, r.Version
+	return &w
+}
+
+// LimitView is the API representation of a limit rule: the published rule
+// plus bookkeeping.
+type LimitView struct {
+	*wire.LimitRule
+	State       string    `json:"state"`
+	Description string    `json:"description"`
+	Reason      string    `json:"reason"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// View returns the API representation.
+func (r *LimitRule) View() LimitView {
+	return LimitView{
+		LimitRule: r.Wire(), State: r.State, Description: r.Description, Reason: r.Reason,
+		UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
+	}
+}
+
+// LimitInput creates a limit rule: the rule's fields (resource, kind,
+// parameters, mode, scope, key_by) plus description and reason.
+type LimitInput struct {
+	wire.LimitRule
+	Description string `json:"description"`
+	Reason      string `json:"reason"`
+}
+
+// LimitPatch replaces some top-level fields of a rule. Fields holds the raw
+// JSON members other than version, reason and description, merged over the
+// current rule.
+type LimitPatch struct {
+	Version     *int64
+	Reason      string
+	Description *string
+	Fields      map[string]json.RawMessage
+}
+
+// UnmarshalJSON splits the bookkeeping members from the rule fields.
+func (p *LimitPatch) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	take := func(key string, dst any) error {
+		raw, ok := m[key]
+		if !ok {
+			return nil
+		}
+		delete(m, key)
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return &FieldError{Field: key, Msg: "has the wrong type"}
+		}
+		return nil
+	}
+	if err := take("version", &p.Version); err != nil {
+		return err
+	}
+	if err := take("reason", &p.Reason); err != nil {
+		return err
+	}
+	if err := take("description", &p.Description); err != nil {
+		return err
+	}
+	p.Fields = m
+	return nil
+}
+
+// immutableLimitFields cannot change through a patch.
+var immutableLimitFields = []string{"app", "resource"}
+
+// merge applies the patch's fields over the current rule and decodes the
+// result strictly, so an unknown field is refused.
+func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
+	for _, f := range immutableLimitFields {
+		if _, ok := p.Fields[f]; ok {
+			return nil, invalid(f, "cannot be changed; delete the rule and create a new one")
+		}
+	}
+	var m map[string]json.RawMessage
+	b, _ := json.Marshal(cur)
+	_ = json.Unmarshal(b, &m)
+	kindChanged := false
+	if raw, ok := p.Fields["kind"]; ok && string(raw) != string(m["kind"]) {
+		kindChanged = true
+	}
+	if kindChanged {
+		// A new kind starts from its own parameters only.
+		keep := map[string]json.RawMessage{}
+		for _, k := range []string{"app", "resource", "mode", "scope", "key_by", "version"} {
+			if v, ok := m[k]; ok {
+				keep[k] = v
+			}
+		}
+		m = keep
+	}
+	for k, v := range p.Fields {
+		m[k] = v
+	}
+	merged, _ := json.Marshal(m)
+	var out wire.LimitRule
+	if err := DecodeStrict(merged, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// validateLimit normalizes defaults and checks the rule.
+func validateLimit(r *wire.LimitRule) error {
+	if r.Mode == "" {
+		r.Mode = wire.ModeEnforce
+	}
+	if r.Scope == "" {
+		r.Scope = wire.ScopeInstance
+	}
+	r.Resource = strings.TrimSpace(r.Resource)
+	var v validator
+	v.addErr("", r.Validate())
+	return v.err()
+}
+
+// spec serializes a validated rule's parameters for storage.
+func spec(r *wire.LimitRule) string {
+	c := *r
+	c.App, c.Version = "", 0
+	b, _ := json.Marshal(&c)
+	return string(b)
+}
+
+// DecodeStrict decodes one JSON document, refusing unknown fields and
+// trailing data; errors name the field where possible.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonFieldError(err)
+	}
+	if dec.More() {
+		return invalid("body", "must hold exactly one JSON object")
+	}
+	return nil
+}
+
+// jsonFieldError turns an encoding/json error into a ValidationError that
+// names the field.
+func jsonFieldError(err error) error {
+	var ute *json.UnmarshalTypeError
+	var fe *FieldError
+	switch {
+	case errors.As(err, &fe):
+		return &ValidationError{Fields: []*FieldError{fe}}
+	case errors.As(err, &ute):
+		field := ute.Field
+		if field == "" {
+			field = "body"
+		}
+		return invalid(field, "must be of type "+ute.Type.String())
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return invalid(name, "is not a known field")
+	default:
+		msg := strings.TrimPrefix(err.Error(), "json: ")
+		if strings.Contains(msg, "duration") {
+			return invalid("body", msg)
+		}
+		return invalid("body", "is not valid JSON: "+msg)
+	}
+}

@@ -1,0 +1,269 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// KV is the slice of the etcd client the publisher and reconciler need.
+type KV interface {
+	Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error)
+	Txn(ctx context.Context) clientv3.Txn
+}
+
+// errNotLeader means a fenced etcd transaction found another leader.
+var errNotLeader = errors.New("server: lost scheduler leadership")
+
+// Fence guards every write of a leader: its transactions succeed only while
+// the leader's election key still exists with the same create revision.
+type Fence struct{ cmp clientv3.Cmp }
+
+// NewFence returns the fence for an election key created at rev.
+func NewFence(key string, rev int64) Fence {
+	return Fence{cmp: clientv3.Compare(clientv3.CreateRevision(key), "=", rev)}
+}
+
+// Publisher turns outbox rows into etcd transactions. Only the console that
+// holds the election drains the outbox (Lead); any console can Await the
+// publication of its own changes.
+type Publisher struct {
+	db      *gorm.DB
+	kv      KV
+	ns      string
+	log     *slog.Logger
+	metrics *Metrics
+	wait    time.Duration
+
+	kick    chan struct{}
+	mu      sync.Mutex
+	waiters map[int64]waiter
+	leading bool
+}
+
+type waiter struct {
+	entity entityKey
+	ch     chan Receipt
+}
+
+type entityKey struct{ kind, app, name string }
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	Namespace string
+	// Wait bounds how long a change waits for its publication before it
+	// answers published:false (default 1s).
+	Wait    time.Duration
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// NewPublisher returns a publisher writing to kv.
+func NewPublisher(db *gorm.DB, kv KV, c PublisherConfig) *Publisher {
+	if c.Wait == 0 {
+		c.Wait = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return &Publisher{
+		db: db, kv: kv, ns: c.Namespace, log: c.Logger, metrics: c.Metrics, wait: c.Wait,
+		kick: make(chan struct{}, 1), waiters: map[int64]waiter{},
+	}
+}
+
+// Kick asks the leader loop to drain the outbox now.
+func (p *Publisher) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Await waits until the change behind outbox row ob is in etcd, or the wait
+// bound passes. A console that is not the leader watches the outbox row
+// disappear instead and reads the key's revision.
+func (p *Publisher) Await(ctx context.Context, ob *outboxRow) Receipt {
+	w := waiter{entity: entityKey{ob.Kind, ob.App, ob.Name}, ch: make(chan Receipt, 1)}
+	p.mu.Lock()
+	p.waiters[ob.ID] = w
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		delete(p.waiters, ob.ID)
+		p.mu.Unlock()
+	}()
+	p.Kick()
+	ctx, cancel := context.WithTimeout(ctx, p.wait)
+	defer cancel()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case rc := <-w.ch:
+			return rc
+		case <-ctx.Done():
+			return Receipt{}
+		case <-poll.C:
+			if p.isLeading() {
+				continue
+			}
+			var n int64
+			if err := p.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ?", ob.ID).Count(&n).Error; err != nil || n > 0 {
+				continue
+			}
+			resp, err := p.kv.Get(ctx, p.key(w.entity), clientv3.WithKeysOnly())
+			if err != nil {
+				return Receipt{Published: true}
+			}
+			return Receipt{Published: true, Revision: resp.Header.Revision}
+		}
+	}
+}
+
+func (p *Publisher) isLeading() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.leading
+}
+
+func (p *Publisher) setLeading(v bool) {
+	p.mu.Lock()
+	p.leading = v
+	p.mu.Unlock()
+}
+
+func (p *Publisher) key(e entityKey) string {
+	if e.kind == outboxLimit {
+		return wire.LimitKey(p.ns, e.app, e.name)
+	}
+	return wire.SwitchKey(p.ns, e.app, e.name)
+}
+
+// Drain publishes every pending outbox row under the fence, oldest first.
+func (p *Publisher) Drain(ctx context.Context, f Fence) error {
+	for {
+		var rows []outboxRow
+		if err := p.db.WithContext(ctx).Order("id").Limit(200).Find(&rows).Error; err != nil {
+			return fmt.Errorf("server: read outbox: %w", err)
+		}
+		if len(rows) == 0 {
+			p.metrics.OutboxDepth.Set(0)
+			return nil
+		}
+		// Publish each entity once, with its newest row.
+		newest := map[entityKey]outboxRow{}
+		var order []entityKey
+		for _, r := range rows {
+			k := entityKey{r.Kind, r.App, r.Name}
+			if _, seen := newest[k]; !seen {
+				order = append(order, k)
+			}
+			newest[k] = r
+		}
+		for _, k := range order {
+			r := newest[k]
+			rev, err := p.publish(ctx, f, k)
+			if err != nil {
+				p.metrics.PublishErrors.Inc()
+				return err
+			}
+			if err := p.db.WithContext(ctx).Where("kind = ? AND app = ? AND name = ? AND id <= ?", k.kind, k.app, k.name, r.ID).
+				Delete(&outboxRow{}).Error; err != nil {
+				return fmt.Errorf("server: clear outbox: %w", err)
+			}
+			p.metrics.Published.Inc()
+			p.metrics.PublishLag.Observe(time.Since(r.CreatedAt).Seconds())
+			p.resolve(k, r.ID, rev)
+		}
+		if len(rows) < 200 {
+			var depth int64
+			p.db.WithContext(ctx).Model(&outboxRow{}).Count(&depth)
+			p.metrics.OutboxDepth.Set(float64(depth))
+			if depth == 0 {
+				return nil
+			}
+		}
+	}
+}
+
+func (p *Publisher) resolve(k entityKey, upTo, rev int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, w := range p.waiters {
+		if id <= upTo && w.entity == k {
+			select {
+			case w.ch <- Receipt{Published: true, Revision: rev}:
+			default:
+			}
+		}
+	}
+}
+
+// desired returns the value etcd must hold for an entity, or nil when its
+// key must not exist.
+func (p *Publisher) desired(ctx context.Context, k entityKey) ([]byte, error) {
+	db := p.db.WithContext(ctx)
+	switch k.kind {
+	case outboxSwitch:
+		sw, err := loadSwitch(db, k.app, k.name)
+		if errors.Is(err, ErrNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(sw.Wire())
+	case outboxLimit:
+		r, err := loadLimit(db, k.app, k.name)
+		if errors.Is(err, ErrNotFound) || (err == nil && r.State != "on") {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(r.Wire())
+	}
+	return nil, fmt.Errorf("server: unknown outbox kind %q", k.kind)
+}
+
+// publish writes one entity's current state in one fenced transaction and
+// returns the etcd revision.
+func (p *Publisher) publish(ctx context.Context, f Fence, k entityKey) (int64, error) {
+	val, err := p.desired(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	key := p.key(k)
+	op := clientv3.OpDelete(key)
+	if val != nil {
+		op = clientv3.OpPut(key, string(val))
+	}
+	return p.txn(ctx, f, op)
+}
+
+// txn commits op if the fence holds.
+func (p *Publisher) txn(ctx context.Context, f Fence, op clientv3.Op) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := p.kv.Txn(ctx).If(f.cmp).Then(op).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("server: etcd txn: %w", err)
+	}
+	if !resp.Succeeded {
+		return 0, errNotLeader
+	}
+	return resp.Header.Revision, nil
+}

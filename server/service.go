@@ -1,0 +1,306 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Service is the transactional change path. Every change validates its
+// input, then in one transaction writes the entity (version+1), appends the
+// audit event and adds an outbox row; after commit it waits briefly for the
+// publisher so the caller can say whether etcd already has the change.
+type Service struct {
+	db  *gorm.DB
+	pub *Publisher
+	now func() time.Time
+}
+
+// NewService returns a service on db publishing through pub (nil: changes
+// stay in the outbox for another console's publisher).
+func NewService(db *gorm.DB, pub *Publisher) *Service {
+	return &Service{db: db, pub: pub, now: func() time.Time { return time.Now().UTC() }}
+}
+
+// DB returns the underlying database handle (for audit queries and health).
+func (s *Service) DB() *gorm.DB { return s.db }
+
+// Receipt tells whether a committed change already reached etcd.
+type Receipt struct {
+	Published bool  `json:"published"`
+	Revision  int64 `json:"revision"`
+}
+
+// outboxRow marks an entity whose current state must be published.
+type outboxRow struct {
+	ID        int64 `gorm:"primaryKey"`
+	Kind      string
+	App       string
+	Name      string
+	CreatedAt time.Time
+}
+
+func (outboxRow) TableName() string { return "outbox" }
+
+// Outbox kinds.
+const (
+	outboxSwitch = "switch"
+	outboxLimit  = "limit"
+)
+
+// tx runs fn in a transaction and maps database errors to the package's
+// typed errors.
+func (s *Service) tx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return mapDBError(s.db.WithContext(ctx).Transaction(fn))
+}
+
+func mapDBError(err error) error {
+	var ve *ValidationError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ve), errors.Is(err, ErrConflict), errors.Is(err, ErrForbidden),
+		errors.Is(err, ErrNotFound), errors.Is(err, ErrAlreadyExists), errors.Is(err, ErrUnavailable):
+		return err
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return ErrNotFound
+	case errors.Is(err, gorm.ErrDuplicatedKey), strings.Contains(err.Error(), "UNIQUE constraint failed"):
+		return ErrAlreadyExists
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	}
+	return unavailable(err)
+}
+
+func unavailable(err error) error { return fmt.Errorf("%w: %v", ErrUnavailable, err) }
+
+// change is one audited, published mutation.
+type change struct {
+	actor  Actor
+	action string
+	reason string
+	kind   string // outbox kind
+	app    string
+	name   string
+	// apply runs inside the transaction and returns the audit target and the
+	// entity before and after (nil when absent).
+	apply func(tx *gorm.DB) (target string, before, after any, err error)
+}
+
+// commit runs a change and waits for its publication.
+func (s *Service) commit(ctx context.Context, c change) (Receipt, error) {
+	if err := c.actor.mayWrite(c.app); err != nil {
+		return Receipt{}, err
+	}
+	if err := validateReason(c.reason); err != nil {
+		return Receipt{}, err
+	}
+	ob := &outboxRow{Kind: c.kind, App: c.app, Name: c.name}
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		target, before, after, err := c.apply(tx)
+		if err != nil {
+			return err
+		}
+		ev := c.actor.event(c.action, target, c.reason)
+		ev.Before, ev.After = jsonString(before), jsonString(after)
+		if err := audit.Append(tx, ev); err != nil {
+			return err
+		}
+		ob.CreatedAt = s.now()
+		return tx.Create(ob).Error
+	})
+	if err != nil {
+		return Receipt{}, err
+	}
+	if s.pub == nil {
+		return Receipt{}, nil
+	}
+	return s.pub.Await(ctx, ob), nil
+}
+
+func jsonString(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// checkVersion compares the caller's expected version with the stored one.
+func checkVersion(expected *int64, current int64) error {
+	if expected != nil && *expected != current {
+		return fmt.Errorf("%w: version %d is stale, current is %d", ErrConflict, *expected, current)
+	}
+	return nil
+}
+
+// ListSwitches returns the switches of app (all apps when app is "").
+func (s *Service) ListSwitches(ctx context.Context, app string) ([]Switch, error) {
+	var out []Switch
+	q := s.db.WithContext(ctx).Order("app, name")
+	if app != "" {
+		q = q.Where("app = ?", app)
+	}
+	if err := q.Find(&out).Error; err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// GetSwitch returns one switch.
+func (s *Service) GetSwitch(ctx context.Context, app, name string) (*Switch, error) {
+	var sw Switch
+	if err := s.db.WithContext(ctx).Where("app = ? AND name = ?", app, name).Take(&sw).Error; err != nil {
+		return nil, mapDBError(err)
+	}
+	return &sw, nil
+}
+
+func loadSwitch(tx *gorm.DB, app, name string) (*Switch, error) {
+	var sw Switch
+	if err := tx.Where("app = ? AND name = ?", app, name).Take(&sw).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, fmt.Errorf("%w: switch %s/%s", ErrNotFound, app, name)
+		}
+		return nil, err
+	}
+	return &sw, nil
+}
+
+// CreateSwitch creates a switch in state off.
+func (s *Service) CreateSwitch(ctx context.Context, a Actor, app string, in SwitchInput) (*Switch, Receipt, error) {
+	sw := newSwitch(app, &in)
+	rc, err := s.commit(ctx, change{
+		actor: a, action: "switch.create", reason: in.Reason, kind: outboxSwitch, app: app, name: in.Name,
+		apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := sw.validate(); err != nil {
+				return "", nil, nil, err
+			}
+			now := s.now()
+			sw.Version, sw.Reason, sw.UpdatedBy, sw.UpdatedAt, sw.CreatedAt = 1, strings.TrimSpace(in.Reason), a.Name, now, now
+			if err := tx.Create(sw).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return sw.Target(), nil, sw.View(), nil
+		},
+	})
+	if errors.Is(err, ErrAlreadyExists) {
+		err = fmt.Errorf("%w: switch %s/%s", ErrAlreadyExists, app, in.Name)
+	}
+	if err != nil {
+		return nil, rc, err
+	}
+	return sw, rc, nil
+}
+
+// updateSwitch loads a switch, lets mutate change it, validates, and writes
+// it back guarded by its version.
+func (s *Service) updateSwitch(ctx context.Context, a Actor, app, name, action, reason string, expected *int64, mutate func(sw *Switch) error) (*Switch, Receipt, error) {
+	var out *Switch
+	rc, err := s.commit(ctx, change{
+		actor: a, action: action, reason: reason, kind: outboxSwitch, app: app, name: name,
+		apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadSwitch(tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			next := *cur
+			if err := mutate(&next); err != nil {
+				return "", nil, nil, err
+			}
+			if err := next.validate(); err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(expected, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			next.Version = cur.Version + 1
+			next.Reason, next.UpdatedBy, next.UpdatedAt = strings.TrimSpace(reason), a.Name, s.now()
+			res := tx.Model(&Switch{}).Where("id = ? AND version = ?", cur.ID, cur.Version).
+				Select("*").Omit("id", "created_at").Updates(&next)
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: switch %s/%s changed concurrently", ErrConflict, app, name)
+			}
+			out = &next
+			return next.Target(), cur.View(), next.View(), nil
+		},
+	})
+	return out, rc, err
+}
+
+// PatchSwitch changes descriptive and per-level fields.
+func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p SwitchPatch) (*Switch, Receipt, error) {
+	return s.updateSwitch(ctx, a, app, name, "switch.update", p.Reason, p.Version, func(sw *Switch) error {
+		p.apply(sw)
+		return nil
+	})
+}
+
+// TurnOn puts a switch on, optionally with a new rollout, and sets its
+// expiry from max_on.
+func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
+	return s.updateSwitch(ctx, a, app, name, "switch.on", t.Reason, t.Version, func(sw *Switch) error {
+		if t.Rollout != nil {
+			sw.setRollout(*t.Rollout)
+		}
+		now := s.now()
+		if sw.State != wire.StateOn {
+			sw.TurnedOnAt = &now
+		}
+		sw.State = wire.StateOn
+		if d, err := time.ParseDuration(sw.MaxOn); err == nil {
+			exp := now.Add(d)
+			sw.ExpiresAt = &exp
+		}
+		return nil
+	})
+}
+
+// TurnOff puts a switch off.
+func (s *Service) TurnOff(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
+	if t.Rollout != nil {
+		return nil, Receipt{}, invalid("rollout", "is only accepted when turning a switch on")
+	}
+	return s.updateSwitch(ctx, a, app, name, "switch.off", t.Reason, t.Version, func(sw *Switch) error {
+		sw.State, sw.ExpiresAt, sw.TurnedOnAt = wire.StateOff, nil, nil
+		return nil
+	})
+}
+
+// DeleteSwitch deletes a switch; its etcd key is removed by the publisher.
+func (s *Service) DeleteSwitch(ctx context.Context, a Actor, app, name string, c Change) (Receipt, error) {
+	return s.commit(ctx, change{
+		actor: a, action: "switch.delete", reason: c.Reason, kind: outboxSwitch, app: app, name: name,
+		apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadSwitch(tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(c.Version, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Switch{})
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: switch %s/%s changed concurrently", ErrConflict, app, name)
+			}
+			return cur.Target(), cur.View(), nil, nil
+		},
+	})
+}

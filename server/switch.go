@@ -1,0 +1,315 @@
+package server
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Expiry policies for a switch left on past its max_on.
+const (
+	ExpiryAutoOff = "auto_off"
+	ExpiryRemind  = "remind"
+)
+
+// Defaults for new switches.
+const (
+	DefaultMaxOn        = 72 * time.Hour
+	maxReasonLen        = 1000
+	maxDescriptionLen   = 2000
+	maxShortFieldLen    = 200
+	maxMaxOn            = 366 * 24 * time.Hour
+	minMaxOn            = time.Minute
+	defaultRolloutBasis = 10000
+)
+
+// Switch is a degradation switch as stored in the database.
+type Switch struct {
+	ID                int64 `gorm:"primaryKey"`
+	App               string
+	Name              string
+	Level             wire.Level
+	Description       string
+	Owner             string
+	Runbook           string
+	Fallback          string // raw JSON, L1 only
+	MaxStaleness      string // Go duration, L2 only
+	State             string
+	RolloutBasis      int // percent × 100
+	RolloutStickiness string
+	RolloutSelector   string
+	MaxOn             string // Go duration
+	ExpiryPolicy      string
+	ExpiresAt         *time.Time
+	TurnedOnAt        *time.Time
+	Version           int64
+	Reason            string
+	UpdatedBy         string
+	UpdatedAt         time.Time
+	CreatedAt         time.Time
+}
+
+// TableName pins the table name.
+func (Switch) TableName() string { return "switches" }
+
+// Target is how the audit log names the switch.
+func (s *Switch) Target() string { return "switch/" + s.App + "/" + s.Name }
+
+// Rollout returns the rollout as published.
+func (s *Switch) Rollout() wire.Rollout {
+	return wire.Rollout{
+		Percent:    float64(s.RolloutBasis) / 100,
+		Stickiness: s.RolloutStickiness,
+		Selector:   s.RolloutSelector,
+	}
+}
+
+func (s *Switch) setRollout(r wire.Rollout) {
+	s.RolloutBasis = r.Basis()
+	s.RolloutStickiness = r.Stickiness
+	if s.RolloutStickiness == "" {
+		s.RolloutStickiness = wire.StickyInstance
+	}
+	s.RolloutSelector = strings.TrimSpace(r.Selector)
+}
+
+// Wire returns the value published to etcd: only what an SDK needs.
+func (s *Switch) Wire() *wire.Switch {
+	w := &wire.Switch{
+		App:       s.App,
+		Name:      s.Name,
+		Level:     s.Level,
+		State:     s.State,
+		Rollout:   s.Rollout(),
+		Version:   s.Version,
+		ExpiresAt: utcPtr(s.ExpiresAt),
+	}
+	if s.Fallback != "" {
+		w.Fallback = json.RawMessage(s.Fallback)
+	}
+	if d, err := time.ParseDuration(s.MaxStaleness); err == nil {
+		w.MaxStaleness = wire.Duration(d)
+	}
+	return w
+}
+
+// SwitchView is the API representation of a switch.
+type SwitchView struct {
+	App          string          `json:"app"`
+	Name         string          `json:"name"`
+	Level        wire.Level      `json:"level"`
+	LevelName    string          `json:"level_name"`
+	Description  string          `json:"description"`
+	Owner        string          `json:"owner"`
+	Runbook      string          `json:"runbook"`
+	Fallback     json.RawMessage `json:"fallback,omitempty"`
+	MaxStaleness string          `json:"max_staleness,omitempty"`
+	State        string          `json:"state"`
+	Rollout      wire.Rollout    `json:"rollout"`
+	MaxOn        string          `json:"max_on"`
+	ExpiryPolicy string          `json:"expiry_policy"`
+	ExpiresAt    *time.Time      `json:"expires_at"`
+	OnSince      *time.Time      `json:"on_since"`
+	Version      int64           `json:"version"`
+	Reason       string          `json:"reason"`
+	UpdatedBy    string          `json:"updated_by"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	CreatedAt    time.Time       `json:"created_at"`
+}
+
+// View returns the API representation.
+func (s *Switch) View() SwitchView {
+	v := SwitchView{
+		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
+		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
+		MaxStaleness: s.MaxStaleness, State: s.State, Rollout: s.Rollout(),
+		MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
+		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
+		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
+	}
+	if s.Fallback != "" {
+		v.Fallback = json.RawMessage(s.Fallback)
+	}
+	return v
+}
+
+// SwitchInput creates a switch.
+type SwitchInput struct {
+	Name         string          `json:"name"`
+	Level        wire.Level      `json:"level"`
+	Description  string          `json:"description"`
+	Owner        string          `json:"owner"`
+	Runbook      string          `json:"runbook"`
+	Fallback     json.RawMessage `json:"fallback"`
+	MaxStaleness string          `json:"max_staleness"`
+	Rollout      *wire.Rollout   `json:"rollout"`
+	MaxOn        string          `json:"max_on"`
+	ExpiryPolicy string          `json:"expiry_policy"`
+	Reason       string          `json:"reason"`
+}
+
+// SwitchPatch changes some fields of a switch; nil fields stay as they are.
+type SwitchPatch struct {
+	Version      *int64           `json:"version"`
+	Reason       string           `json:"reason"`
+	Level        *wire.Level      `json:"level"`
+	Description  *string          `json:"description"`
+	Owner        *string          `json:"owner"`
+	Runbook      *string          `json:"runbook"`
+	Fallback     *json.RawMessage `json:"fallback"`
+	MaxStaleness *string          `json:"max_staleness"`
+	Rollout      *wire.Rollout    `json:"rollout"`
+	MaxOn        *string          `json:"max_on"`
+	ExpiryPolicy *string          `json:"expiry_policy"`
+}
+
+// Toggle turns a switch on or off.
+type Toggle struct {
+	Reason  string        `json:"reason"`
+	Version *int64        `json:"version"`
+	Rollout *wire.Rollout `json:"rollout"`
+}
+
+// Change carries the reason and expected version of a change without a body
+// of its own (delete).
+type Change struct {
+	Reason  string `json:"reason"`
+	Version *int64 `json:"version"`
+}
+
+func newSwitch(app string, in *SwitchInput) *Switch {
+	s := &Switch{
+		App: app, Name: in.Name, Level: in.Level,
+		Description: strings.TrimSpace(in.Description), Owner: strings.TrimSpace(in.Owner),
+		Runbook: strings.TrimSpace(in.Runbook), MaxStaleness: in.MaxStaleness,
+		State: wire.StateOff, MaxOn: in.MaxOn, ExpiryPolicy: in.ExpiryPolicy,
+		RolloutBasis: defaultRolloutBasis, RolloutStickiness: wire.StickyInstance,
+	}
+	if len(in.Fallback) > 0 {
+		s.Fallback = string(in.Fallback)
+	}
+	if in.Rollout != nil {
+		s.setRollout(*in.Rollout)
+	}
+	if s.MaxOn == "" {
+		s.MaxOn = DefaultMaxOn.String()
+	}
+	if s.ExpiryPolicy == "" {
+		s.ExpiryPolicy = ExpiryRemind
+	}
+	return s
+}
+
+// apply copies the patch onto s.
+func (p *SwitchPatch) apply(s *Switch) {
+	set := func(dst *string, src *string) {
+		if src != nil {
+			*dst = strings.TrimSpace(*src)
+		}
+	}
+	if p.Level != nil {
+		s.Level = *p.Level
+	}
+	set(&s.Description, p.Description)
+	set(&s.Owner, p.Owner)
+	set(&s.Runbook, p.Runbook)
+	set(&s.MaxStaleness, p.MaxStaleness)
+	set(&s.MaxOn, p.MaxOn)
+	set(&s.ExpiryPolicy, p.ExpiryPolicy)
+	if p.Fallback != nil {
+		s.Fallback = string(*p.Fallback)
+		if s.Fallback == "null" {
+			s.Fallback = ""
+		}
+	}
+	if p.Rollout != nil {
+		s.setRollout(*p.Rollout)
+	}
+	// Per-level fields do not outlive a level change.
+	if s.Level != wire.L1 && p.Fallback == nil {
+		s.Fallback = ""
+	}
+	if s.Level != wire.L2 && p.MaxStaleness == nil {
+		s.MaxStaleness = ""
+	}
+}
+
+// validate checks every field of s; the error names each bad field.
+func (s *Switch) validate() error {
+	var v validator
+	if !wire.ValidApp(s.App) {
+		v.add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	}
+	if !wire.ValidName(s.Name) {
+		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	}
+	if !s.Level.Valid() {
+		v.add("level", "must be one of L1, L2, L3, L4, L5")
+	}
+	if len(s.Description) > maxDescriptionLen {
+		v.add("description", "must be at most 2000 characters")
+	}
+	if len(s.Owner) > maxShortFieldLen {
+		v.add("owner", "must be at most 200 characters")
+	}
+	if s.Runbook != "" && !validRunbook(s.Runbook) {
+		v.add("runbook", "must be an http(s) URL or a runbooks/ path")
+	}
+	switch {
+	case s.Fallback == "" && s.Level == wire.L1:
+		v.add("fallback", "is required for level L1")
+	case s.Fallback != "" && s.Level.Valid() && s.Level != wire.L1:
+		v.add("fallback", "is only allowed for level L1")
+	case len(s.Fallback) > wire.MaxFallbackBytes:
+		v.add("fallback", "must be at most 64 KiB")
+	case s.Fallback != "" && !json.Valid([]byte(s.Fallback)):
+		v.add("fallback", "must be valid JSON")
+	}
+	switch d, err := time.ParseDuration(s.MaxStaleness); {
+	case s.MaxStaleness == "" && s.Level == wire.L2:
+		v.add("max_staleness", "is required for level L2")
+	case s.MaxStaleness != "" && s.Level.Valid() && s.Level != wire.L2:
+		v.add("max_staleness", "is only allowed for level L2")
+	case s.MaxStaleness != "" && (err != nil || d <= 0):
+		v.add("max_staleness", `must be a positive duration such as "30s"`)
+	}
+	v.addErr("rollout", s.Rollout().Validate())
+	if d, err := time.ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {
+		v.add("max_on", `must be a duration between 1m and 8784h, such as "24h"`)
+	}
+	if s.ExpiryPolicy != ExpiryAutoOff && s.ExpiryPolicy != ExpiryRemind {
+		v.add("expiry_policy", `must be "auto_off" or "remind"`)
+	}
+	return v.err()
+}
+
+func validRunbook(s string) bool {
+	if strings.HasPrefix(s, "runbooks/") {
+		return !strings.Contains(s, "..") && len(s) <= 500
+	}
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(s) <= 500
+}
+
+// validateReason checks the mandatory reason of every change.
+func validateReason(reason string) error {
+	r := strings.TrimSpace(reason)
+	switch {
+	case r == "":
+		return invalid("reason", "is required: say why you make this change")
+	case len(r) > maxReasonLen:
+		return invalid("reason", "must be at most 1000 characters")
+	}
+	return nil
+}
+
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
