@@ -1,0 +1,60 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// RollbackSwitch restores a switch to the state recorded by audit event
+// eventID (the switch as it was right after that change). The rollback is a
+// new audited change with action "switch.rollback"; the switch must still
+// exist.
+func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string, eventID int64, c Change) (*Switch, Receipt, error) {
+	var ev audit.Event
+	err := s.db.WithContext(ctx).Where("id = ?", eventID).Take(&ev).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d does not exist", eventID))
+	case err != nil:
+		return nil, Receipt{}, unavailable(err)
+	}
+	if ev.Target != (&Switch{App: app, Name: name}).Target() {
+		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d is about %s, not this switch", eventID, ev.Target))
+	}
+	if ev.After == "" {
+		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d records no state to restore", eventID))
+	}
+	var v SwitchView
+	if err := json.Unmarshal([]byte(ev.After), &v); err != nil {
+		return nil, Receipt{}, invalid("event", "recorded state is unreadable")
+	}
+	return s.updateSwitch(ctx, a, app, name, "switch.rollback", c.Reason, c.Version, func(sw *Switch) error {
+		wasOn := sw.State == wire.StateOn
+		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook
+		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = string(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
+		sw.setRollout(v.Rollout)
+		sw.State = v.State
+		switch {
+		case sw.State != wire.StateOn:
+			sw.ExpiresAt, sw.TurnedOnAt = nil, nil
+		case !wasOn:
+			now := s.now()
+			sw.TurnedOnAt = &now
+			fallthrough
+		default:
+			if d, err := time.ParseDuration(sw.MaxOn); err == nil {
+				exp := s.now().Add(d)
+				sw.ExpiresAt = &exp
+			}
+		}
+		return nil
+	})
+}
