@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -37,23 +36,13 @@ func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string,
 		return nil, Receipt{}, invalid("event", "recorded state is unreadable")
 	}
 	return s.updateSwitch(ctx, a, app, name, "switch.rollback", c.Reason, c.Version, func(sw *Switch) error {
-		wasOn := sw.State == wire.StateOn
 		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook
 		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = string(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
 		sw.setRollout(v.Rollout)
-		sw.State = v.State
-		switch {
-		case sw.State != wire.StateOn:
-			sw.ExpiresAt, sw.TurnedOnAt = nil, nil
-		case !wasOn:
-			now := s.now()
-			sw.TurnedOnAt = &now
-			fallthrough
-		default:
-			if d, err := time.ParseDuration(sw.MaxOn); err == nil {
-				exp := s.now().Add(d)
-				sw.ExpiresAt = &exp
-			}
+		if v.State == wire.StateOn {
+			sw.turnOn(s.now())
+		} else {
+			sw.turnOff()
 		}
 		return nil
 	})

@@ -11,7 +11,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
-	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
 // Service is the transactional change path. Every change validates its
@@ -257,15 +256,7 @@ func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggl
 		if t.Rollout != nil {
 			sw.setRollout(*t.Rollout)
 		}
-		now := s.now()
-		if sw.State != wire.StateOn {
-			sw.TurnedOnAt = &now
-		}
-		sw.State = wire.StateOn
-		if d, err := time.ParseDuration(sw.MaxOn); err == nil {
-			exp := now.Add(d)
-			sw.ExpiresAt = &exp
-		}
+		sw.turnOn(s.now())
 		return nil
 	})
 }
@@ -276,7 +267,7 @@ func (s *Service) TurnOff(ctx context.Context, a Actor, app, name string, t Togg
 		return nil, Receipt{}, invalid("rollout", "is only accepted when turning a switch on")
 	}
 	return s.updateSwitch(ctx, a, app, name, "switch.off", t.Reason, t.Version, func(sw *Switch) error {
-		sw.State, sw.ExpiresAt, sw.TurnedOnAt = wire.StateOff, nil, nil
+		sw.turnOff()
 		return nil
 	})
 }

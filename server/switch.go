@@ -76,6 +76,21 @@ func (s *Switch) setRollout(r wire.Rollout) {
 	s.RolloutSelector = strings.TrimSpace(r.Selector)
 }
 
+// turnOn sets the state on and restarts the expiry clock from max_on; the
+// on-since time is kept when the switch was already on.
+func (s *Switch) turnOn(now time.Time) {
+	if s.State != wire.StateOn {
+		s.TurnedOnAt = &now
+	}
+	s.State = wire.StateOn
+	if d, err := time.ParseDuration(s.MaxOn); err == nil {
+		exp := now.Add(d)
+		s.ExpiresAt = &exp
+	}
+}
+
+func (s *Switch) turnOff() { s.State, s.ExpiresAt, s.TurnedOnAt = wire.StateOff, nil, nil }
+
 // Wire returns the value published to etcd: only what an SDK needs.
 func (s *Switch) Wire() *wire.Switch {
 	w := &wire.Switch{
