@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -24,7 +25,7 @@ import (
 //	{"items":[{"key":…,"mod_revision":…,"value":{…}}, …]}
 //
 // The header's sha256 and size cover the body (everything after the header
-// line). Items are the raw published switches and limit rules of the app
+// line); the header itself must be byte-for-byte canonical JSON. Items are the raw published switches and limit rules of the app
 // and _global, never overrides.
 const (
 	snapshotMagic  = "SWITCHYARD-SNAPSHOT\n"
@@ -106,6 +107,11 @@ func decodeSnapshot(data []byte, ns, app string) (*snapshotHeader, []kvUpdate, e
 	if h.Format != snapshotFormat {
 		return nil, nil, fmt.Errorf("sdk: snapshot: unknown format %d", h.Format)
 	}
+	// The header is not covered by the checksum, so it must be exactly
+	// what encodeSnapshot writes: any changed byte is corruption.
+	if canon, err := json.Marshal(h); err != nil || !bytes.Equal(canon, line) {
+		return nil, nil, errors.New("sdk: snapshot: header is not in canonical form (corrupt)")
+	}
 	if h.Namespace != ns || h.App != app {
 		return nil, nil, fmt.Errorf("sdk: snapshot: belongs to %s/%s, not %s/%s", h.Namespace, h.App, ns, app)
 	}
@@ -172,6 +178,7 @@ type diskWriter struct {
 	writeMu   sync.Mutex
 	wg        sync.WaitGroup
 	writtenAt time.Time
+	writes    atomic.Int64 // successful writes, for tests
 }
 
 func (d *diskWriter) init(c *Client) { d.c = c }
@@ -233,6 +240,7 @@ func (d *diskWriter) write() {
 		return
 	}
 	d.written = st
+	d.writes.Add(1)
 	d.writtenAt = now
 }
 
