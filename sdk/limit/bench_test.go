@@ -79,6 +79,8 @@ func benchBreaker() *limit.Breaker {
 	}, nil)
 }
 
+// The baseline is named GoBreaker (capital B) so the required filter
+// -bench 'Allow|Breaker', which is case-sensitive, selects it.
 func gobreakerCB() *gobreaker.CircuitBreaker[struct{}] {
 	return gobreaker.NewCircuitBreaker[struct{}](gobreaker.Settings{
 		Name: "bench", MaxRequests: 3, Interval: 10e9, Timeout: 5e9,
@@ -98,7 +100,7 @@ func BenchmarkBreakerDo(b *testing.B) {
 	}
 }
 
-func BenchmarkGobreakerExecute(b *testing.B) {
+func BenchmarkGoBreakerExecute(b *testing.B) {
 	cb := gobreakerCB()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -121,7 +123,7 @@ func BenchmarkBreakerDoParallel(b *testing.B) {
 	})
 }
 
-func BenchmarkGobreakerExecuteParallel(b *testing.B) {
+func BenchmarkGoBreakerExecuteParallel(b *testing.B) {
 	cb := gobreakerCB()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {

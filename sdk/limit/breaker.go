@@ -44,8 +44,9 @@ type BreakerConfig struct {
 	OpenDuration     time.Duration // first open period
 	MaxOpenDuration  time.Duration // cap of the doubling open period (0: no growth)
 	HalfOpenProbes   int           // probes admitted while half-open; all must succeed
-	// IsFailure classifies a call's error; nil means err != nil. Return false
-	// for business errors (bad input, not found) so they count as success.
+	// IsFailure classifies a call's non-nil error; nil means every error is
+	// a failure. Return false for business errors (bad input, not found) so
+	// they count as success.
 	IsFailure func(error) bool
 	// OnStateChange, if set, is called after every transition (outside any
 	// lock, possibly concurrently).
@@ -200,11 +201,12 @@ func (b *Breaker) Do(fn func() error) error {
 	}()
 	err = fn()
 	finished = true
-	b.release(p, b.cfg.Load().IsFailure(err))
+	b.release(p, b.isFailure(err))
 	return err
 }
 
-func (b *Breaker) isFailure(err error) bool { return b.cfg.Load().IsFailure(err) }
+// isFailure asks the hook about non-nil errors only: nil is always success.
+func (b *Breaker) isFailure(err error) bool { return err != nil && b.cfg.Load().IsFailure(err) }
 
 func (b *Breaker) release(p Permit, failed bool) {
 	cfg := b.cfg.Load()
