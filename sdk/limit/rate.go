@@ -117,7 +117,8 @@ func (b *TokenBucket) AllowN(n int) Decision { return b.c.allowN(n) }
 // Tokens reports the tokens available now.
 func (b *TokenBucket) Tokens() float64 { return b.c.tokens(b.c.p.Load(), b.c.clock.Nanotime()) }
 
-// SetRate changes rate and burst keeping the tokens held.
+// SetRate changes rate and burst keeping the tokens held. An Allow racing
+// with the change may be decided under either setting.
 func (b *TokenBucket) SetRate(rate float64, burst int) {
 	b.c.set(newRateParams(rate, burst, 0))
 }

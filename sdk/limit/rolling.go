@@ -9,8 +9,9 @@ import (
 // bucket, and a bucket is reused (zeroed) once the ring comes round to it
 // again. It backs the sliding window, the breaker and the retry budget.
 //
-// Add and Sum are lock-free. When two goroutines race to recycle the same
-// bucket an event or two may be lost; callers that need exact counts (the
+// Add and Sum are lock-free. When goroutines race to recycle the same bucket
+// an event or two may be lost (or, for a moment, summed with the bucket's
+// previous round); callers that need exact counts (the
 // sliding window, the retry budget) hold their own lock around it.
 type Rolling struct {
 	width   int64 // nanoseconds per bucket
