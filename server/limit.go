@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"time"
 
@@ -176,12 +177,38 @@ func DecodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if field := failingMember(b, v); field != "" {
+			return invalid(field, strings.TrimPrefix(err.Error(), "json: "))
+		}
 		return jsonFieldError(err)
 	}
 	if dec.More() {
 		return invalid("body", "must hold exactly one JSON object")
 	}
 	return nil
+}
+
+// failingMember finds the top-level member of a JSON object that fails to
+// decode into a fresh value of v's type on its own. It names the field for
+// errors encoding/json reports without one (a custom unmarshaler such as a
+// duration). It returns "" when no single member is to blame.
+func failingMember(b []byte, v any) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	t := reflect.TypeOf(v)
+	if t.Kind() != reflect.Pointer {
+		return ""
+	}
+	for k, raw := range m {
+		one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
+		var ute *json.UnmarshalTypeError
+		if err := json.Unmarshal(one, reflect.New(t.Elem()).Interface()); err != nil && !errors.As(err, &ute) {
+			return k
+		}
+	}
+	return ""
 }
 
 // jsonFieldError turns an encoding/json error into a ValidationError that

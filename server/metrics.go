@@ -30,6 +30,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Reconciles: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_reconciles_total", Help: "Completed reconciler passes."}),
 		Leader:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_leader", Help: "1 while this console holds the scheduler election."}),
 	}
+	for _, action := range []string{"put", "delete"} {
+		m.ReconcileRepairs.WithLabelValues(action) // export zeros before the first repair
+	}
 	if reg != nil {
 		reg.MustRegister(m.PublishLag, m.Published, m.PublishErrors, m.OutboxDepth, m.ReconcileRepairs, m.Reconciles, m.Leader)
 	}

@@ -38,7 +38,9 @@ func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string,
 	return s.updateSwitch(ctx, a, app, name, "switch.rollback", c.Reason, c.Version, func(sw *Switch) error {
 		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook
 		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = string(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
-		sw.setRollout(v.Rollout)
+		if err := sw.setRollout(v.Rollout); err != nil {
+			return err
+		}
 		if v.State == wire.StateOn {
 			sw.turnOn(s.now())
 		} else {

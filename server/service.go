@@ -179,10 +179,13 @@ func loadSwitch(tx *gorm.DB, app, name string) (*Switch, error) {
 
 // CreateSwitch creates a switch in state off.
 func (s *Service) CreateSwitch(ctx context.Context, a Actor, app string, in SwitchInput) (*Switch, Receipt, error) {
-	sw := newSwitch(app, &in)
+	var sw *Switch
 	rc, err := s.commit(ctx, change{
 		actor: a, action: "switch.create", reason: in.Reason, kind: outboxSwitch, app: app, name: in.Name,
-		apply: func(tx *gorm.DB) (string, any, any, error) {
+		apply: func(tx *gorm.DB) (_ string, _, _ any, err error) {
+			if sw, err = newSwitch(app, &in); err != nil {
+				return "", nil, nil, err
+			}
 			if err := sw.validate(); err != nil {
 				return "", nil, nil, err
 			}
@@ -244,8 +247,7 @@ func (s *Service) updateSwitch(ctx context.Context, a Actor, app, name, action, 
 // PatchSwitch changes descriptive and per-level fields.
 func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p SwitchPatch) (*Switch, Receipt, error) {
 	return s.updateSwitch(ctx, a, app, name, "switch.update", p.Reason, p.Version, func(sw *Switch) error {
-		p.apply(sw)
-		return nil
+		return p.apply(sw)
 	})
 }
 
@@ -254,7 +256,9 @@ func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p 
 func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
 	return s.updateSwitch(ctx, a, app, name, "switch.on", t.Reason, t.Version, func(sw *Switch) error {
 		if t.Rollout != nil {
-			sw.setRollout(*t.Rollout)
+			if err := sw.setRollout(*t.Rollout); err != nil {
+				return err
+			}
 		}
 		sw.turnOn(s.now())
 		return nil

@@ -67,13 +67,20 @@ func (s *Switch) Rollout() wire.Rollout {
 	}
 }
 
-func (s *Switch) setRollout(r wire.Rollout) {
+// setRollout validates r and stores it; the error names the rollout field.
+func (s *Switch) setRollout(r wire.Rollout) error {
+	var v validator
+	v.addErr("rollout", r.Validate())
+	if err := v.err(); err != nil {
+		return err
+	}
 	s.RolloutBasis = r.Basis()
 	s.RolloutStickiness = r.Stickiness
 	if s.RolloutStickiness == "" {
 		s.RolloutStickiness = wire.StickyInstance
 	}
 	s.RolloutSelector = strings.TrimSpace(r.Selector)
+	return nil
 }
 
 // turnOn sets the state on and restarts the expiry clock from max_on; the
@@ -195,7 +202,7 @@ type Change struct {
 	Version *int64 `json:"version"`
 }
 
-func newSwitch(app string, in *SwitchInput) *Switch {
+func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 	s := &Switch{
 		App: app, Name: in.Name, Level: in.Level,
 		Description: strings.TrimSpace(in.Description), Owner: strings.TrimSpace(in.Owner),
@@ -207,7 +214,9 @@ func newSwitch(app string, in *SwitchInput) *Switch {
 		s.Fallback = string(in.Fallback)
 	}
 	if in.Rollout != nil {
-		s.setRollout(*in.Rollout)
+		if err := s.setRollout(*in.Rollout); err != nil {
+			return nil, err
+		}
 	}
 	if s.MaxOn == "" {
 		s.MaxOn = DefaultMaxOn.String()
@@ -215,11 +224,11 @@ func newSwitch(app string, in *SwitchInput) *Switch {
 	if s.ExpiryPolicy == "" {
 		s.ExpiryPolicy = ExpiryRemind
 	}
-	return s
+	return s, nil
 }
 
 // apply copies the patch onto s.
-func (p *SwitchPatch) apply(s *Switch) {
+func (p *SwitchPatch) apply(s *Switch) error {
 	set := func(dst *string, src *string) {
 		if src != nil {
 			*dst = strings.TrimSpace(*src)
@@ -241,7 +250,9 @@ func (p *SwitchPatch) apply(s *Switch) {
 		}
 	}
 	if p.Rollout != nil {
-		s.setRollout(*p.Rollout)
+		if err := s.setRollout(*p.Rollout); err != nil {
+			return err
+		}
 	}
 	// Per-level fields do not outlive a level change.
 	if s.Level != wire.L1 && p.Fallback == nil {
@@ -250,6 +261,7 @@ func (p *SwitchPatch) apply(s *Switch) {
 	if s.Level != wire.L2 && p.MaxStaleness == nil {
 		s.MaxStaleness = ""
 	}
+	return nil
 }
 
 // validate checks every field of s; the error names each bad field.

@@ -1,0 +1,162 @@
+package audit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+func openPostgres(t *testing.T) *gorm.DB {
+	t.Helper()
+	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	})
+	return db
+}
+
+func appendN(t *testing.T, db *gorm.DB, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		err := db.Transaction(func(tx *gorm.DB) error {
+			return audit.Append(tx, &audit.Event{
+				Actor: "token:ops", ActorKind: audit.ActorToken, Action: "switch.on",
+				Target: fmt.Sprintf("switch/checkout/s%d", i), After: `{"state":"on"}`, Reason: "incident",
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestTamperIsNamed(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 5)
+	if res, err := audit.Verify(context.Background(), db); err != nil || !res.OK() || res.Events != 5 {
+		t.Fatalf("clean chain: %+v %v", res, err)
+	}
+	// The trigger refuses edits made through normal sessions.
+	if err := db.Exec("UPDATE audit_events SET reason = 'x' WHERE id = 3").Error; err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("UPDATE not refused: %v", err)
+	}
+	if err := db.Exec("DELETE FROM audit_events WHERE id = 3").Error; err == nil {
+		t.Fatal("DELETE not refused")
+	}
+	// A superuser can bypass triggers; the chain still names the event.
+	err := db.Connection(func(tx *gorm.DB) error {
+		if err := tx.Exec("SET session_replication_role = replica").Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("UPDATE audit_events SET reason = 'nothing happened' WHERE id = 3").Error; err != nil {
+			return err
+		}
+		return tx.Exec("SET session_replication_role = origin").Error
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := audit.Verify(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || res.Mismatch.ID != 3 || res.Events != 2 {
+		t.Fatalf("tampered event not named: %+v", res)
+	}
+}
+
+func TestDeletedEventIsNamed(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 4)
+	err := db.Connection(func(tx *gorm.DB) error {
+		tx.Exec("SET session_replication_role = replica")
+		defer tx.Exec("SET session_replication_role = origin")
+		return tx.Exec("DELETE FROM audit_events WHERE id = 2").Error
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := audit.Verify(context.Background(), db)
+	if res.OK() || res.Mismatch.ID != 3 || !strings.Contains(res.Mismatch.Reason, "missing") {
+		t.Fatalf("deletion not detected: %+v", res.Mismatch)
+	}
+}
+
+func TestConcurrentAppendsKeepOneChain(t *testing.T) {
+	db := openPostgres(t)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			appendN(t, db, 10)
+		}()
+	}
+	wg.Wait()
+	res, err := audit.Verify(context.Background(), db)
+	if err != nil || !res.OK() || res.Events != 80 {
+		t.Fatalf("verify after concurrent appends: %+v %v", res, err)
+	}
+}
+
+func TestListFiltersAndPages(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 7)
+	ctx := context.Background()
+	page, next, err := audit.List(ctx, db, audit.Filter{Limit: 3})
+	if err != nil || len(page) != 3 || page[0].ID != 7 || next != 5 {
+		t.Fatalf("first page: %d events, next %d, %v", len(page), next, err)
+	}
+	page, next, _ = audit.List(ctx, db, audit.Filter{Limit: 3, BeforeID: next})
+	if len(page) != 3 || page[0].ID != 4 || next != 2 {
+		t.Fatalf("second page: first %d, next %d", page[0].ID, next)
+	}
+	page, _, _ = audit.List(ctx, db, audit.Filter{Target: "switch/checkout/s2"})
+	if len(page) != 1 || page[0].Target != "switch/checkout/s2" {
+		t.Fatalf("target filter: %+v", page)
+	}
+	if page, _, _ = audit.List(ctx, db, audit.Filter{Action: "switch.off"}); len(page) != 0 {
+		t.Fatalf("action filter matched %d", len(page))
+	}
+}
+
+func TestExport(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 3)
+	var jl bytes.Buffer
+	if err := audit.Export(context.Background(), db, &jl, audit.FormatJSONL, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(jl.String()), "\n")
+	var first audit.Event
+	if len(lines) != 3 || json.Unmarshal([]byte(lines[0]), &first) != nil || first.ID != 1 || first.PrevHash != audit.GenesisHash {
+		t.Fatalf("jsonl: %q", jl.String())
+	}
+	var cb bytes.Buffer
+	if err := audit.Export(context.Background(), db, &cb, audit.FormatCSV, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(&cb).ReadAll()
+	if err != nil || len(rows) != 4 || rows[0][0] != "id" || rows[3][12] == "" {
+		t.Fatalf("csv: %v %v", rows, err)
+	}
+	if err := audit.Export(context.Background(), db, &cb, "xml", audit.Filter{}); err == nil {
+		t.Fatal("unknown format accepted")
+	}
+}

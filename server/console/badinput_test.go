@@ -1,0 +1,125 @@
+package console_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// snapshot counts everything a rejected request must leave untouched.
+type snapshot struct {
+	switches, limits, audit, tokens, outbox int64
+	etcdKeys                                int64
+}
+
+func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
+	t.Helper()
+	resp, err := e.cli.Get(context.Background(), wire.KindPrefix("default", wire.KindSwitches), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(table string) int64 {
+		var n int64
+		if err := db.Table(table).Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("outbox"), resp.Count}
+}
+
+// TestBadInput sends requests that must each be refused with the right
+// status and a problem document naming the field, and checks that no row,
+// etcd key or audit event changed.
+func TestBadInput(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	sw := "/api/v1/apps/checkout/switches"
+	mustStatus(t, call(t, c, "POST", sw, adminToken, `{"name":"search","level":"L3","reason":"seed"}`), 201)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /search","kind":"concurrency","max":4,"reason":"seed"}`), 201)
+	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
+	opTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"ops","role":"operator","apps":["payments"],"reason":"payments team"}`), 201).str("token")
+
+	bigFallback := `{"name":"big","level":"L1","reason":"r","fallback":"` + strings.Repeat("x", 65*1024) + `"}`
+	hugeBody := `{"name":"huge","level":"L3","reason":"` + strings.Repeat("x", 1<<20) + `"}`
+	cases := []struct {
+		name, method, path, token, body string
+		status                          int
+		field                           string
+		hdr                             []string
+	}{
+		{"unknown level", "POST", sw, adminToken, `{"name":"a","level":"L7","reason":"r"}`, 400, "level", nil},
+		{"level as number", "POST", sw, adminToken, `{"name":"a","level":3,"reason":"r"}`, 400, "level", nil},
+		{"rollout 101", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":101}}`, 400, "rollout.percent", nil},
+		{"rollout -1", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":-1}}`, 400, "rollout.percent", nil},
+		{"rollout 3 decimals", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":33.333}}`, 400, "rollout.percent", nil},
+		{"bad stickiness", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"stickiness":"user"}}`, 400, "rollout.stickiness", nil},
+		{"bad selector", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"selector":"zone=a,,"}}`, 400, "rollout.selector", nil},
+		{"fallback not JSON", "POST", sw, adminToken, `{"name":"a","level":"L1","reason":"r","fallback":{oops}}`, 400, "body", nil},
+		{"fallback on L3", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","fallback":[]}`, 400, "fallback", nil},
+		{"fallback over 64 KiB", "POST", sw, adminToken, bigFallback, 400, "fallback", nil},
+		{"L2 without max_staleness", "POST", sw, adminToken, `{"name":"a","level":"L2","reason":"r"}`, 400, "max_staleness", nil},
+		{"bad max_on", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","max_on":"forever"}`, 400, "max_on", nil},
+		{"bad expiry policy", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","expiry_policy":"never"}`, 400, "expiry_policy", nil},
+		{"bad runbook", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","runbook":"javascript:alert(1)"}`, 400, "runbook", nil},
+		{"body over 1 MiB", "POST", sw, adminToken, hugeBody, 413, "body", nil},
+		{"bad switch name", "POST", sw, adminToken, `{"name":"Bad_Name!","level":"L3","reason":"r"}`, 400, "name", nil},
+		{"bad app name", "POST", "/api/v1/apps/Check%20Out/switches", adminToken, `{"name":"a","level":"L3","reason":"r"}`, 400, "app", nil},
+		{"missing reason", "POST", sw + "/search/on", adminToken, `{}`, 400, "reason", nil},
+		{"blank reason", "POST", sw + "/search/off", adminToken, `{"reason":"   "}`, 400, "reason", nil},
+		{"missing reason on delete", "DELETE", sw + "/search", adminToken, "", 400, "reason", nil},
+		{"stale version", "POST", sw + "/search/on", adminToken, `{"reason":"r","version":9}`, 409, "version", nil},
+		{"stale version on delete", "DELETE", sw + "/search?reason=r&version=9", adminToken, "", 409, "version", nil},
+		{"duplicate switch", "POST", sw, adminToken, `{"name":"search","level":"L3","reason":"r"}`, 409, "name", nil},
+		{"unknown field", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","colour":"red"}`, 400, "colour", nil},
+		{"unknown field in patch", "PATCH", sw + "/search", adminToken, `{"reason":"r","state":"on"}`, 400, "state", nil},
+		{"rollout on off", "POST", sw + "/search/off", adminToken, `{"reason":"r","rollout":{"percent":5}}`, 400, "rollout", nil},
+		{"two JSON documents", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r"}{}`, 400, "body", nil},
+		{"empty body", "POST", sw, adminToken, ` `, 400, "body", nil},
+		{"wrong content type", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r"}`, 415, "Content-Type", []string{"Content-Type", "text/plain"}},
+		{"no token", "POST", sw, "", `{"name":"a","level":"L3","reason":"r"}`, 401, "Authorization", nil},
+		{"bad token", "GET", sw, "sy_nope", "", 401, "Authorization", nil},
+		{"viewer writes", "POST", sw + "/search/on", viewerTok, `{"reason":"r"}`, 403, "", nil},
+		{"operator without grant", "POST", sw + "/search/on", opTok, `{"reason":"r"}`, 403, "", nil},
+		{"operator mints token", "POST", "/api/v1/tokens", opTok, `{"name":"x","role":"admin","reason":"r"}`, 403, "", nil},
+		{"token bad role", "POST", "/api/v1/tokens", adminToken, `{"name":"x","role":"root","reason":"r"}`, 400, "role", nil},
+		{"unknown switch", "POST", sw + "/nope/on", adminToken, `{"reason":"r"}`, 404, "", nil},
+		{"limit unknown kind", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"leaky","reason":"r"}`, 400, "kind", nil},
+		{"limit missing burst", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"token_bucket","rate":5,"reason":"r"}`, 400, "burst", nil},
+		{"limit bad mode", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"concurrency","max":3,"mode":"dry","reason":"r"}`, 400, "mode", nil},
+		{"limit bad duration", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"sliding_window","limit":3,"window":"soon","reason":"r"}`, 400, "window", nil},
+		{"breaker rate above 1", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"dep","kind":"breaker","error_rate":1.5,"min_requests":10,"window":"10s","open_duration":"5s","half_open_probes":1,"reason":"r"}`, 400, "error_rate", nil},
+		{"limit patch resource", "PATCH", "/api/v1/apps/checkout/limits/GET%20%2Fsearch", adminToken, `{"reason":"r","resource":"x"}`, 400, "resource", nil},
+		{"audit bad since", "GET", "/api/v1/audit?since=yesterday", adminToken, "", 400, "since", nil},
+	}
+	before := e.snapshot(t, c.DB)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := call(t, c, tc.method, tc.path, tc.token, tc.body, tc.hdr...)
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+				t.Fatalf("content type %q", ct)
+			}
+			if r.num("status") != float64(tc.status) || r.str("title") == "" {
+				t.Fatalf("not a problem document: %s", r.Raw)
+			}
+			if tc.field != "" && r.str("field") != tc.field {
+				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
+			}
+		})
+	}
+	if len(cases) < 25 {
+		t.Fatalf("only %d cases", len(cases))
+	}
+	if after := e.snapshot(t, c.DB); after != before {
+		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
+	}
+}

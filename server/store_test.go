@@ -1,0 +1,314 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// dialects runs fn once against a fresh Postgres database and once against
+// a fresh embedded SQLite database: the same store suite for both.
+func dialects(t *testing.T, fn func(t *testing.T, svc *Service)) {
+	for _, d := range []string{"postgres", "sqlite"} {
+		t.Run(d, func(t *testing.T) {
+			url := ""
+			if d == "postgres" {
+				url = pgtest.NewDatabase(t)
+			}
+			db, _, err := OpenDB(context.Background(), url, t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if sqlDB, err := db.DB(); err == nil {
+					sqlDB.Close()
+				}
+			})
+			fn(t, NewService(db, nil))
+		})
+	}
+}
+
+var (
+	admin    = Actor{Name: "token:admin", Kind: audit.ActorToken, Role: RoleAdmin}
+	viewer   = Actor{Name: "token:viewer", Kind: audit.ActorToken, Role: RoleViewer}
+	operator = Actor{Name: "token:ops", Kind: audit.ActorToken, Role: RoleOperator, Apps: []string{"checkout"}}
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func count(t *testing.T, db *gorm.DB, table string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.Table(table).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func fieldOf(err error) string {
+	var ve *ValidationError
+	if errors.As(err, &ve) {
+		return ve.Fields[0].Field
+	}
+	return ""
+}
+
+func TestSwitchLifecycle(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		sw, _, err := svc.CreateSwitch(ctx, operator, "checkout", SwitchInput{
+			Name: "recommend", Level: wire.L1, Fallback: json.RawMessage(`{"items":[]}`), Reason: "new switch",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sw.Version != 1 || sw.State != wire.StateOff || sw.RolloutBasis != 10000 || sw.MaxOn != "72h0m0s" {
+			t.Fatalf("created %+v", sw)
+		}
+		if _, _, err := svc.CreateSwitch(ctx, operator, "checkout", SwitchInput{Name: "recommend", Level: wire.L3, Reason: "again"}); !errors.Is(err, ErrAlreadyExists) {
+			t.Fatalf("duplicate: %v", err)
+		}
+		on, _, err := svc.TurnOn(ctx, operator, "checkout", "recommend", Toggle{Reason: "incident 7", Version: ptr[int64](1), Rollout: &wire.Rollout{Percent: 12.5, Stickiness: wire.StickyKey}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on.Version != 2 || on.State != wire.StateOn || on.RolloutBasis != 1250 || on.ExpiresAt == nil || on.TurnedOnAt == nil {
+			t.Fatalf("on: %+v", on)
+		}
+		if _, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "stale", Version: ptr[int64](1)}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("stale version: %v", err)
+		}
+		patched, _, err := svc.PatchSwitch(ctx, operator, "checkout", "recommend", SwitchPatch{Reason: "doc", Description: ptr("recommendations"), Level: ptr(wire.L3)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if patched.Level != wire.L3 || patched.Fallback != "" || patched.Description != "recommendations" || patched.Version != 3 {
+			t.Fatalf("patched: %+v", patched)
+		}
+		off, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "recovered"})
+		if err != nil || off.State != wire.StateOff || off.ExpiresAt != nil {
+			t.Fatalf("off: %+v %v", off, err)
+		}
+		// Roll back to the state right after "on" (event 2).
+		events, _, _ := audit.List(ctx, svc.DB(), audit.Filter{Action: "switch.on"})
+		back, _, err := svc.RollbackSwitch(ctx, operator, "checkout", "recommend", events[0].ID, Change{Reason: "roll back"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.State != wire.StateOn || back.Level != wire.L1 || back.RolloutBasis != 1250 || back.Fallback != `{"items":[]}` {
+			t.Fatalf("rolled back: %+v", back)
+		}
+		if _, err := svc.DeleteSwitch(ctx, operator, "checkout", "recommend", Change{Reason: "gone"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.GetSwitch(ctx, "checkout", "recommend"); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("after delete: %v", err)
+		}
+		all, _, _ := audit.List(ctx, svc.DB(), audit.Filter{Target: "switch/checkout/recommend"})
+		if len(all) != 6 {
+			t.Fatalf("want 6 audit events, got %d", len(all))
+		}
+		if got := count(t, svc.DB(), "outbox"); got != 6 {
+			t.Fatalf("want 6 outbox rows without a publisher, got %d", got)
+		}
+		res, err := audit.Verify(ctx, svc.DB())
+		if err != nil || !res.OK() || res.Events != 6 {
+			t.Fatalf("verify: %+v %v", res, err)
+		}
+	})
+}
+
+func TestRejectedChangesWriteNothing(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "search", Level: wire.L3, Reason: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+		big := make([]byte, wire.MaxFallbackBytes+10)
+		for i := range big {
+			big[i] = ' '
+		}
+		big[0], big[len(big)-1] = '"', '"'
+		cases := []struct {
+			name  string
+			do    func() error
+			field string
+			is    error
+		}{
+			{"unknown level", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "a", Level: "L9", Reason: "r"})
+				return err
+			}, "level", nil},
+			{"bad name", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "Bad Name", Level: wire.L3, Reason: "r"})
+				return err
+			}, "name", nil},
+			{"L1 without fallback", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "a", Level: wire.L1, Reason: "r"})
+				return err
+			}, "fallback", nil},
+			{"fallback too big", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "a", Level: wire.L1, Fallback: big, Reason: "r"})
+				return err
+			}, "fallback", nil},
+			{"L2 without staleness", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "a", Level: wire.L2, Reason: "r"})
+				return err
+			}, "max_staleness", nil},
+			{"rollout 101", func() error {
+				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{Reason: "r", Rollout: &wire.Rollout{Percent: 101}})
+				return err
+			}, "rollout.percent", nil},
+			{"rollout three decimals", func() error {
+				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{Reason: "r", Rollout: &wire.Rollout{Percent: 1.005}})
+				return err
+			}, "rollout.percent", nil},
+			{"bad selector", func() error {
+				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{Reason: "r", Rollout: &wire.Rollout{Percent: 5, Selector: "zone"}})
+				return err
+			}, "rollout.selector", nil},
+			{"missing reason", func() error {
+				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{})
+				return err
+			}, "reason", nil},
+			{"viewer", func() error {
+				_, _, err := svc.TurnOn(ctx, viewer, "checkout", "search", Toggle{Reason: "r"})
+				return err
+			}, "", ErrForbidden},
+			{"operator without grant", func() error {
+				_, _, err := svc.CreateSwitch(ctx, operator, "payments", SwitchInput{Name: "a", Level: wire.L3, Reason: "r"})
+				return err
+			}, "", ErrForbidden},
+			{"stale version", func() error {
+				_, err := svc.DeleteSwitch(ctx, admin, "checkout", "search", Change{Reason: "r", Version: ptr[int64](7)})
+				return err
+			}, "", ErrConflict},
+			{"bad limit", func() error {
+				_, _, err := svc.CreateLimit(ctx, admin, "checkout", LimitInput{LimitRule: wire.LimitRule{Resource: "GET /", Kind: wire.KindTokenBucket, Rate: 10}, Reason: "r"})
+				return err
+			}, "burst", nil},
+		}
+		before := [3]int64{count(t, svc.DB(), "switches"), count(t, svc.DB(), "audit_events"), count(t, svc.DB(), "outbox")}
+		for _, c := range cases {
+			err := c.do()
+			if err == nil {
+				t.Errorf("%s: accepted", c.name)
+				continue
+			}
+			if c.is != nil && !errors.Is(err, c.is) {
+				t.Errorf("%s: got %v, want %v", c.name, err, c.is)
+			}
+			if c.field != "" && fieldOf(err) != c.field {
+				t.Errorf("%s: error %v names %q, want %q", c.name, err, fieldOf(err), c.field)
+			}
+		}
+		after := [3]int64{count(t, svc.DB(), "switches"), count(t, svc.DB(), "audit_events"), count(t, svc.DB(), "outbox")}
+		if before != after {
+			t.Fatalf("rejected changes wrote rows: before %v after %v", before, after)
+		}
+	})
+}
+
+func TestLimitRules(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		r, _, err := svc.CreateLimit(ctx, operator, "checkout", LimitInput{
+			LimitRule: wire.LimitRule{Resource: "POST /orders", Kind: wire.KindTokenBucket, Rate: 100, Burst: 20, KeyBy: wire.KeyBy{Source: "header", Name: "X-Tenant"}},
+			Reason:    "protect orders",
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := r.Wire()
+		if w.Mode != wire.ModeEnforce || w.Scope != wire.ScopeInstance || w.Rate != 100 || w.KeyBy.Name != "X-Tenant" || w.Version != 1 {
+			t.Fatalf("wire: %+v", w)
+		}
+		var p LimitPatch
+		if err := json.Unmarshal([]byte(`{"reason":"raise","version":1,"rate":250}`), &p); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err = svc.PatchLimit(ctx, operator, "checkout", "POST /orders", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := r.Wire(); w.Rate != 250 || w.Burst != 20 || w.Version != 2 {
+			t.Fatalf("patched: %+v", w)
+		}
+		// Changing the kind drops the old kind's parameters.
+		p = LimitPatch{}
+		if err := json.Unmarshal([]byte(`{"reason":"to concurrency","kind":"concurrency","max":8}`), &p); err != nil {
+			t.Fatal(err)
+		}
+		r, _, err = svc.PatchLimit(ctx, operator, "checkout", "POST /orders", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := r.Wire(); w.Kind != wire.KindConcurrency || w.Rate != 0 || w.Max != 8 || w.KeyBy.Name != "X-Tenant" {
+			t.Fatalf("kind change: %+v", w)
+		}
+		p = LimitPatch{}
+		if err := json.Unmarshal([]byte(`{"reason":"typo","maxx":3}`), &p); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := svc.PatchLimit(ctx, operator, "checkout", "POST /orders", p); fieldOf(err) != "maxx" {
+			t.Fatalf("unknown field: %v", err)
+		}
+		off, _, err := svc.SetLimitState(ctx, operator, "checkout", "POST /orders", wire.StateOff, Toggle{Reason: "pause"})
+		if err != nil || off.State != wire.StateOff {
+			t.Fatalf("off: %+v %v", off, err)
+		}
+		if _, err := svc.DeleteLimit(ctx, operator, "checkout", "POST /orders", Change{Reason: "done"}); err != nil {
+			t.Fatal(err)
+		}
+		if res, _ := audit.Verify(ctx, svc.DB()); !res.OK() || res.Events != 5 {
+			t.Fatalf("verify: %+v", res)
+		}
+	})
+}
+
+func TestTokens(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		gen, err := svc.EnsureBootstrapToken(ctx, "")
+		if err != nil || gen == "" {
+			t.Fatalf("bootstrap: %q %v", gen, err)
+		}
+		if again, err := svc.EnsureBootstrapToken(ctx, ""); err != nil || again != "" {
+			t.Fatalf("second start generated another token: %q %v", again, err)
+		}
+		boot, err := svc.Authenticate(ctx, gen)
+		if err != nil || boot.Role != RoleAdmin {
+			t.Fatalf("authenticate bootstrap: %+v %v", boot, err)
+		}
+		secret, tok, err := svc.CreateToken(ctx, boot, TokenInput{Name: "ci", Role: RoleOperator, Apps: []string{"checkout"}, Reason: "ci deploys"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := svc.Authenticate(ctx, secret)
+		if err != nil || a.Role != RoleOperator || !a.CanWrite("checkout") || a.CanWrite("payments") {
+			t.Fatalf("operator: %+v %v", a, err)
+		}
+		var stored Token
+		svc.DB().First(&stored, tok.ID)
+		if stored.TokenHash == secret || stored.TokenHash != hashSecret(secret) {
+			t.Fatal("token secret is not stored hashed")
+		}
+		if _, _, err := svc.CreateToken(ctx, a, TokenInput{Name: "x", Role: RoleAdmin, Reason: "r"}); !errors.Is(err, ErrForbidden) {
+			t.Fatalf("operator minted a token: %v", err)
+		}
+		if err := svc.RevokeToken(ctx, boot, tok.ID, Change{Reason: "leaked"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthorized) {
+			t.Fatalf("revoked token authenticates: %v", err)
+		}
+	})
+}

@@ -1,0 +1,339 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// BootstrapUsername is the user created by the first sign-in with the
+// bootstrap admin token while no user exists yet.
+const BootstrapUsername = "admin"
+
+// Password length bounds (characters).
+const (
+	minPasswordLen = 10
+	maxPasswordLen = 1000
+)
+
+// User is a person who signs in to the web console.
+type User struct {
+	ID                int64      `gorm:"primaryKey" json:"id"`
+	Username          string     `json:"username"`
+	PasswordHash      string     `json:"-"`
+	Role              Role       `json:"role"`
+	Apps              string     `json:"-"`
+	DisabledAt        *time.Time `json:"disabled_at,omitempty"`
+	PasswordChangedAt time.Time  `json:"password_changed_at"`
+	CreatedBy         string     `json:"created_by"`
+	CreatedAt         time.Time  `json:"created_at"`
+	UpdatedAt         time.Time  `json:"updated_at"`
+}
+
+// TableName pins the table name.
+func (User) TableName() string { return "users" }
+
+// Target is how the audit log names the user.
+func (u *User) Target() string { return "user/" + u.Username }
+
+// Grants returns the apps an operator may change.
+func (u *User) Grants() []string {
+	if u.Apps == "" {
+		return nil
+	}
+	return strings.Split(u.Apps, ",")
+}
+
+// Disabled reports whether the user may no longer sign in.
+func (u *User) Disabled() bool { return u.DisabledAt != nil }
+
+// Actor returns the user as the actor of a request.
+func (u *User) Actor() Actor {
+	return Actor{Name: u.Username, Kind: audit.ActorUser, Role: u.Role, Apps: u.Grants()}
+}
+
+// UserView is the representation of a user in the audit log (never the
+// password hash).
+type UserView struct {
+	User
+	GrantedApps []string `json:"apps"`
+}
+
+// View returns the audit representation.
+func (u *User) View() UserView { return UserView{User: *u, GrantedApps: u.Grants()} }
+
+// UserInput creates a user.
+type UserInput struct {
+	Username string   `json:"username"`
+	Password string   `json:"password"`
+	Role     Role     `json:"role"`
+	Apps     []string `json:"apps"`
+	Reason   string   `json:"reason"`
+}
+
+// UserPatch changes a user; nil fields stay as they are.
+type UserPatch struct {
+	Role     *Role     `json:"role"`
+	Apps     *[]string `json:"apps"`
+	Password *string   `json:"password"`
+	Disabled *bool     `json:"disabled"`
+	Reason   string    `json:"reason"`
+}
+
+// validateGrants checks a role and its per-app grants (shared rules of
+// users and tokens).
+func validateGrants(v *validator, role Role, apps []string) {
+	if !role.Valid() {
+		v.add("role", `must be "viewer", "operator" or "admin"`)
+	}
+	for i, app := range apps {
+		if app != AllApps && !wire.ValidApp(app) {
+			v.add(fmt.Sprintf("apps[%d]", i), "is not a valid app name")
+		}
+	}
+	if role == RoleOperator && len(apps) == 0 {
+		v.add("apps", `an operator needs at least one app (or "*")`)
+	}
+	if role != RoleOperator && len(apps) > 0 {
+		v.add("apps", "grants apply to operators only")
+	}
+}
+
+func validatePassword(v *validator, pw string) {
+	switch n := len([]rune(pw)); {
+	case n < minPasswordLen:
+		v.add("password", fmt.Sprintf("must be at least %d characters", minPasswordLen))
+	case n > maxPasswordLen:
+		v.add("password", fmt.Sprintf("must be at most %d characters", maxPasswordLen))
+	}
+}
+
+// hashPassword bcrypts the base64 SHA-256 of pw, so passwords longer than
+// bcrypt's 72 bytes still count in full.
+func hashPassword(pw string) (string, error) {
+	b, err := bcrypt.GenerateFromPassword(prehash(pw), bcrypt.DefaultCost)
+	return string(b), err
+}
+
+func prehash(pw string) []byte {
+	sum := sha256.Sum256([]byte(pw))
+	return []byte(base64.StdEncoding.EncodeToString(sum[:]))
+}
+
+// dummyHash is compared against when the user does not exist, so a wrong
+// username costs as much time as a wrong password.
+var dummyHash, _ = hashPassword("switchyard-dummy-password")
+
+// ListUsers returns every user by name.
+func (s *Service) ListUsers(ctx context.Context) ([]User, error) {
+	var out []User
+	if err := s.db.WithContext(ctx).Order("username").Find(&out).Error; err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// GetUser returns one user by id.
+func (s *Service) GetUser(ctx context.Context, id int64) (*User, error) {
+	var u User
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&u).Error; err != nil {
+		return nil, mapDBError(err)
+	}
+	return &u, nil
+}
+
+// CreateUser adds a user; only admins may.
+func (s *Service) CreateUser(ctx context.Context, a Actor, in UserInput) (*User, error) {
+	if a.Role != RoleAdmin {
+		return nil, fmt.Errorf("%w: only admins manage users", ErrForbidden)
+	}
+	var v validator
+	if !wire.ValidName(in.Username) {
+		v.add("username", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	}
+	validatePassword(&v, in.Password)
+	validateGrants(&v, in.Role, in.Apps)
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	if err := validateReason(in.Reason); err != nil {
+		return nil, err
+	}
+	u, err := s.newUser(in.Username, in.Password, in.Role, in.Apps, a.Name)
+	if err != nil {
+		return nil, err
+	}
+	err = s.tx(ctx, func(tx *gorm.DB) error { return insertUser(tx, a, u, in.Reason) })
+	if errors.Is(err, ErrAlreadyExists) {
+		return nil, &ValidationError{Fields: []*FieldError{{Field: "username", Msg: "is taken"}}}
+	}
+	return u, err
+}
+
+func (s *Service) newUser(name, password string, role Role, apps []string, by string) (*User, error) {
+	hash, err := hashPassword(password)
+	if err != nil {
+		return nil, invalid("password", err.Error())
+	}
+	now := s.now()
+	return &User{
+		Username: name, PasswordHash: hash, Role: role, Apps: strings.Join(apps, ","),
+		PasswordChangedAt: now, CreatedBy: by, CreatedAt: now, UpdatedAt: now,
+	}, nil
+}
+
+func insertUser(tx *gorm.DB, a Actor, u *User, reason string) error {
+	if err := tx.Create(u).Error; err != nil {
+		return err
+	}
+	ev := a.event("user.create", u.Target(), reason)
+	ev.After = jsonString(u.View())
+	return audit.Append(tx, ev)
+}
+
+// UpdateUser changes a user's role, grants, password or disabled flag; only
+// admins may, and an admin cannot disable or demote themselves.
+func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p UserPatch) (*User, error) {
+	if a.Role != RoleAdmin {
+		return nil, fmt.Errorf("%w: only admins manage users", ErrForbidden)
+	}
+	if err := validateReason(p.Reason); err != nil {
+		return nil, err
+	}
+	var out *User
+	err := s.tx(ctx, func(tx *gorm.DB) error {
+		var cur User
+		if err := tx.Where("username = ?", username).Take(&cur).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return fmt.Errorf("%w: user %s", ErrNotFound, username)
+			}
+			return err
+		}
+		next := cur
+		now := s.now()
+		if p.Role != nil {
+			next.Role = *p.Role
+		}
+		if p.Apps != nil {
+			next.Apps = strings.Join(*p.Apps, ",")
+		}
+		var v validator
+		validateGrants(&v, next.Role, next.Grants())
+		if p.Password != nil {
+			validatePassword(&v, *p.Password)
+		}
+		if p.Disabled != nil {
+			switch {
+			case *p.Disabled && next.DisabledAt == nil:
+				next.DisabledAt = &now
+			case !*p.Disabled:
+				next.DisabledAt = nil
+			}
+		}
+		if cur.Username == a.Name && (next.Role != RoleAdmin || next.Disabled()) {
+			v.add("role", "you cannot demote or disable yourself; ask another admin")
+		}
+		if err := v.err(); err != nil {
+			return err
+		}
+		action := "user.update"
+		if p.Password != nil {
+			hash, err := hashPassword(*p.Password)
+			if err != nil {
+				return invalid("password", err.Error())
+			}
+			next.PasswordHash, next.PasswordChangedAt = hash, now
+			if p.Role == nil && p.Apps == nil && p.Disabled == nil {
+				action = "user.password"
+			}
+		}
+		next.UpdatedAt = now
+		if err := tx.Model(&User{}).Where("id = ?", cur.ID).Select("*").Omit("id", "created_at").Updates(&next).Error; err != nil {
+			return err
+		}
+		if p.Password != nil || next.Disabled() || next.Role != cur.Role {
+			// Credentials or powers changed: end the user's other sessions.
+			if err := tx.Exec("DELETE FROM web_sessions WHERE user_id = ?", cur.ID).Error; err != nil {
+				return err
+			}
+		}
+		ev := a.event(action, next.Target(), p.Reason)
+		ev.Before, ev.After = jsonString(cur.View()), jsonString(next.View())
+		out = &next
+		return audit.Append(tx, ev)
+	})
+	return out, err
+}
+
+// SignIn checks a username and password and returns the user. While no user
+// exists, signing in as BootstrapUsername with an admin API token (the
+// bootstrap token) as the password creates that admin user with that
+// password; change it afterwards. Wrong credentials give ErrUnauthorized.
+func (s *Service) SignIn(ctx context.Context, username, password string) (*User, error) {
+	var u User
+	err := s.db.WithContext(ctx).Where("username = ?", username).Take(&u).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		if username == BootstrapUsername {
+			if nu, err := s.bootstrapAdmin(ctx, password); nu != nil || !errors.Is(err, ErrUnauthorized) {
+				return nu, err
+			}
+		}
+		_ = bcrypt.CompareHashAndPassword([]byte(dummyHash), prehash(password))
+		return nil, ErrUnauthorized
+	case err != nil:
+		return nil, unavailable(err)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), prehash(password)) != nil || u.Disabled() {
+		return nil, ErrUnauthorized
+	}
+	return &u, nil
+}
+
+// bootstrapAdmin creates the first user from an admin token.
+func (s *Service) bootstrapAdmin(ctx context.Context, token string) (*User, error) {
+	a, err := s.Authenticate(ctx, token)
+	if err != nil || a.Role != RoleAdmin {
+		return nil, ErrUnauthorized
+	}
+	u, err := s.newUser(BootstrapUsername, token, RoleAdmin, nil, a.Name)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := s.CountUsers(ctx); err != nil || n > 0 {
+		if err == nil {
+			err = ErrUnauthorized
+		}
+		return nil, err
+	}
+	// Two racing first sign-ins: the unique username lets one win.
+	err = s.tx(ctx, func(tx *gorm.DB) error {
+		return insertUser(tx, a, u, "first sign-in with the bootstrap admin token")
+	})
+	if err != nil {
+		if errors.Is(err, ErrAlreadyExists) {
+			err = ErrUnauthorized
+		}
+		return nil, err
+	}
+	return u, nil
+}
+
+// CountUsers returns how many users exist (0 before the first sign-in).
+func (s *Service) CountUsers(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&User{}).Count(&n).Error; err != nil {
+		return 0, unavailable(err)
+	}
+	return n, nil
+}
