@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -314,8 +315,14 @@ func decodeItem(ns, app, key string, value []byte, modRev int64) (*item, error) 
 func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	c.mu.Lock()
 	prev := c.state.Load()
-	items := maps.Clone(prev.items)
-	names := map[string]struct{}{}
+	var items map[string]*item
+	if len(ups) > len(prev.items) {
+		items = make(map[string]*item, len(ups))
+		maps.Copy(items, prev.items)
+	} else {
+		items = maps.Clone(prev.items)
+	}
+	names := make(map[string]struct{}, min(len(ups), 1024))
 	resources := map[string]struct{}{}
 	mark := func(it *item) {
 		if it.kind == wire.KindLimits {
@@ -330,7 +337,8 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	}
 	persist := false
 	maxRev := rev
-	for _, u := range ups {
+	pre, preErr := c.predecode(prev.items, ups)
+	for i, u := range ups {
 		if relist {
 			listed[u.key] = struct{}{}
 		}
@@ -347,7 +355,13 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		if old != nil && old.modRev == u.modRev && bytes.Equal(old.value, u.value) {
 			continue
 		}
-		it, err := decodeItem(c.cfg.Namespace, c.cfg.App, u.key, u.value, u.modRev)
+		var it *item
+		var err error
+		if pre != nil && (pre[i] != nil || preErr[i] != nil) {
+			it, err = pre[i], preErr[i]
+		} else {
+			it, err = decodeItem(c.cfg.Namespace, c.cfg.App, u.key, u.value, u.modRev)
+		}
 		if err != nil {
 			c.decodeErrors.Add(1)
 			c.log.Warn("ignoring unparsable value, keeping the previous one", "key", u.key, "mod_revision", u.modRev, "err", err)
@@ -382,23 +396,53 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	next.entries = make([]entry, len(c.names))
 	copy(next.entries, prev.entries)
 	full := prev.source != source
-	var changes []Change
-	update := func(n string, i uint32) {
-		e := buildEntry(c.effective(items, n), source, c.cfg.InstanceID, c.cfg.Labels)
-		old := next.entries[i]
-		next.entries[i] = e
-		if old.sw != e.sw || old.on != e.on {
-			changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: next.rev})
-		}
-	}
+	// Rebuild the entries of changed names (all names when the source
+	// changes), on all CPUs for large batches.
+	var todo []string
 	if full {
-		for n, i := range next.index {
-			update(n, i)
+		todo = make([]string, 0, len(next.index))
+		for n := range next.index {
+			todo = append(todo, n)
 		}
 	} else {
+		todo = make([]string, 0, len(names))
 		for n := range names {
-			update(n, next.index[n])
+			todo = append(todo, n)
 		}
+	}
+	notify := len(c.listeners) > 0
+	update := func(todo []string) (changes []Change) {
+		match := selectorMatcher(c.cfg.Labels)
+		for _, n := range todo {
+			i := next.index[n]
+			e := buildEntry(c.effective(items, n), source, c.cfg.InstanceID, match)
+			old := next.entries[i]
+			next.entries[i] = e
+			if notify && (old.sw != e.sw || old.on != e.on) {
+				changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: next.rev})
+			}
+		}
+		return changes
+	}
+	var changes []Change
+	if workers := runtime.GOMAXPROCS(0); len(todo) >= parallelDecodeMin && workers > 1 {
+		parts := make([][]Change, workers)
+		chunk := (len(todo) + workers - 1) / workers
+		var wg sync.WaitGroup
+		for w := range workers {
+			lo, hi := min(w*chunk, len(todo)), min((w+1)*chunk, len(todo))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				parts[w] = update(todo[lo:hi])
+			}()
+		}
+		wg.Wait()
+		for _, p := range parts {
+			changes = append(changes, p...)
+		}
+	} else {
+		changes = update(todo)
 	}
 	if len(resources) > 0 {
 		next.limits = maps.Clone(prev.limits)
@@ -440,17 +484,49 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	}
 }
 
+// parallelDecodeMin is the batch size from which values are decoded on
+// all CPUs (a cold start from a large snapshot, a re-list).
+const parallelDecodeMin = 512
+
+// predecode decodes the changed values of a large batch in parallel. It
+// returns nil slices for small batches.
+func (c *Client) predecode(old map[string]*item, ups []kvUpdate) ([]*item, []error) {
+	if len(ups) < parallelDecodeMin {
+		return nil, nil
+	}
+	pre := make([]*item, len(ups))
+	errs := make([]error, len(ups))
+	workers := runtime.GOMAXPROCS(0)
+	chunk := (len(ups) + workers - 1) / workers
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(ups); lo += chunk {
+		hi := min(lo+chunk, len(ups))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := lo; i < hi; i++ {
+				u := &ups[i]
+				if u.del {
+					continue
+				}
+				if o := old[u.key]; o != nil && o.modRev == u.modRev && bytes.Equal(o.value, u.value) {
+					continue
+				}
+				pre[i], errs[i] = decodeItem(c.cfg.Namespace, c.cfg.App, u.key, u.value, u.modRev)
+			}
+		}()
+	}
+	wg.Wait()
+	return pre, errs
+}
+
 // effective resolves a switch name: app override, app switch, global
 // override, global switch.
 func (c *Client) effective(items map[string]*item, name string) *wire.Switch {
-	ns, app := c.cfg.Namespace, c.cfg.App
-	for _, k := range [...]string{
-		wire.OverrideKey(ns, app, name),
-		wire.SwitchKey(ns, app, name),
-		wire.OverrideKey(ns, wire.GlobalApp, name),
-		wire.SwitchKey(ns, wire.GlobalApp, name),
-	} {
-		if it := items[k]; it != nil {
+	var buf [256]byte
+	for _, p := range [...]string{c.prefixes[2], c.prefixes[0], c.prefixes[3], c.prefixes[1]} {
+		b := append(append(buf[:0], p...), name...)
+		if it := items[string(b)]; it != nil {
 			return it.sw
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,11 +23,13 @@ import (
 //
 //	SWITCHYARD-SNAPSHOT\n
 //	{"format":1,"namespace":…,"app":…,"revision":…,"written_at":…,"size":…,"sha256":…}\n
-//	{"items":[{"key":…,"mod_revision":…,"value":{…}}, …]}
+//	<len(key)> <mod_revision> <len(value)>\n<key><value>\n   (one record per item)
 //
 // The header's sha256 and size cover the body (everything after the header
-// line); the header itself must be byte-for-byte canonical JSON. Items are the raw published switches and limit rules of the app
-// and _global, never overrides.
+// line); the header itself must be byte-for-byte canonical JSON. Records
+// hold the raw published values of the app's and _global's switches and
+// limit rules, sorted by key, never overrides. Length-prefixed records keep
+// a cold start from a 10,000-switch snapshot far below 50 ms.
 const (
 	snapshotMagic  = "SWITCHYARD-SNAPSHOT\n"
 	snapshotFormat = 1
@@ -44,16 +47,6 @@ type snapshotHeader struct {
 	SHA256    string    `json:"sha256"`
 }
 
-type snapshotBody struct {
-	Items []snapshotItem `json:"items"`
-}
-
-type snapshotItem struct {
-	Key         string          `json:"key"`
-	ModRevision int64           `json:"mod_revision"`
-	Value       json.RawMessage `json:"value"`
-}
-
 // SnapshotPath returns the disk snapshot file of (namespace, app) in dir.
 func SnapshotPath(dir, namespace, app string) string {
 	return filepath.Join(dir, namespace, app+".snapshot")
@@ -61,17 +54,27 @@ func SnapshotPath(dir, namespace, app string) string {
 
 // encodeSnapshot serializes the persistent items of a state.
 func encodeSnapshot(ns, app string, st *state, now time.Time) ([]byte, error) {
-	body := snapshotBody{Items: make([]snapshotItem, 0, len(st.items))}
+	its := make([]*item, 0, len(st.items))
+	size := 0
 	for _, it := range st.items {
 		if it.kind == wire.KindOverrides {
 			continue
 		}
-		body.Items = append(body.Items, snapshotItem{Key: it.key, ModRevision: it.modRev, Value: it.value})
+		its = append(its, it)
+		size += len(it.key) + len(it.value) + 32
 	}
-	slices.SortFunc(body.Items, func(a, b snapshotItem) int { return strings.Compare(a.Key, b.Key) })
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
+	slices.SortFunc(its, func(a, b *item) int { return strings.Compare(a.key, b.key) })
+	b := make([]byte, 0, size)
+	for _, it := range its {
+		b = strconv.AppendInt(b, int64(len(it.key)), 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, it.modRev, 10)
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(len(it.value)), 10)
+		b = append(b, '\n')
+		b = append(b, it.key...)
+		b = append(b, it.value...)
+		b = append(b, '\n')
 	}
 	sum := sha256.Sum256(b)
 	h, err := json.Marshal(snapshotHeader{
@@ -89,7 +92,7 @@ func encodeSnapshot(ns, app string, st *state, now time.Time) ([]byte, error) {
 }
 
 // decodeSnapshot checks a snapshot file's magic, header, owner and
-// checksum and returns its header and items. Items are not decoded here:
+// checksum and returns its header and items. Values are not decoded here:
 // apply validates each one like a live value.
 func decodeSnapshot(data []byte, ns, app string) (*snapshotHeader, []kvUpdate, error) {
 	rest, ok := bytes.CutPrefix(data, []byte(snapshotMagic))
@@ -122,19 +125,49 @@ func decodeSnapshot(data []byte, ns, app string) (*snapshotHeader, []kvUpdate, e
 	if hex.EncodeToString(sum[:]) != h.SHA256 {
 		return nil, nil, errors.New("sdk: snapshot: checksum mismatch")
 	}
-	var b snapshotBody
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, nil, fmt.Errorf("sdk: snapshot: body: %w", err)
-	}
-	ups := make([]kvUpdate, 0, len(b.Items))
-	for _, it := range b.Items {
-		pk, err := wire.ParseKey(ns, it.Key)
-		if err != nil || pk.Kind == wire.KindOverrides || (pk.App != app && pk.App != wire.GlobalApp) {
-			return nil, nil, fmt.Errorf("sdk: snapshot: foreign key %q", it.Key)
+	allowed := snapshotPrefixes(ns, app)
+	ups := make([]kvUpdate, 0, bytes.Count(body, []byte{'\n'})/2)
+	for len(body) > 0 {
+		line, rest, ok := bytes.Cut(body, []byte{'\n'})
+		if !ok {
+			return nil, nil, errors.New("sdk: snapshot: truncated record")
 		}
-		ups = append(ups, kvUpdate{key: it.Key, value: it.Value, modRev: it.ModRevision})
+		f := bytes.Fields(line)
+		if len(f) != 3 {
+			return nil, nil, fmt.Errorf("sdk: snapshot: bad record header %q", line)
+		}
+		kl, err1 := strconv.Atoi(string(f[0]))
+		rev, err2 := strconv.ParseInt(string(f[1]), 10, 64)
+		vl, err3 := strconv.Atoi(string(f[2]))
+		if err1 != nil || err2 != nil || err3 != nil || kl <= 0 || vl < 0 || kl > len(rest) || vl > len(rest)-kl-1 || rest[kl+vl] != '\n' {
+			return nil, nil, fmt.Errorf("sdk: snapshot: bad record header %q", line)
+		}
+		key := string(rest[:kl])
+		if !hasAnyPrefix(key, allowed) {
+			return nil, nil, fmt.Errorf("sdk: snapshot: foreign key %q", key)
+		}
+		ups = append(ups, kvUpdate{key: key, value: rest[kl : kl+vl : kl+vl], modRev: rev})
+		body = rest[kl+vl+1:]
 	}
 	return &h, ups, nil
+}
+
+// snapshotPrefixes are the key prefixes a snapshot of (ns, app) may hold:
+// switches and limits of app and _global.
+func snapshotPrefixes(ns, app string) []string {
+	return []string{
+		wire.AppPrefix(ns, wire.KindSwitches, app), wire.AppPrefix(ns, wire.KindSwitches, wire.GlobalApp),
+		wire.AppPrefix(ns, wire.KindLimits, app), wire.AppPrefix(ns, wire.KindLimits, wire.GlobalApp),
+	}
+}
+
+func hasAnyPrefix(key string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if len(key) > len(p) && key[:len(p)] == p {
+			return true
+		}
+	}
+	return false
 }
 
 // loadSnapshot applies the disk snapshot, if a valid one exists. A

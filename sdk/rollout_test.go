@@ -38,7 +38,7 @@ func TestWideningOnlyAddsMembers(t *testing.T) {
 		was := false
 		for _, p := range percents {
 			sw := mkSwitch("checkout", "x", wire.StateOn, p)
-			e := buildEntry(sw, SourceLive, key, nil)
+			e := buildEntry(sw, SourceLive, key, selectorMatcher(nil))
 			if was && !e.on {
 				t.Fatalf("key %s left the rollout when widening to %v%%", key, p)
 			}

@@ -84,7 +84,25 @@ type state struct {
 	dataAt time.Time
 }
 
-func buildEntry(sw *wire.Switch, source Source, instanceID string, labels map[string]string) entry {
+// selectorMatcher returns a memoized "does this selector match labels".
+// An unparsable selector matches nothing.
+func selectorMatcher(labels map[string]string) func(selector string) bool {
+	memo := map[string]bool{}
+	return func(selector string) bool {
+		if selector == "" {
+			return true
+		}
+		m, ok := memo[selector]
+		if !ok {
+			sel, err := wire.ParseSelector(selector)
+			m = err == nil && sel.Matches(labels)
+			memo[selector] = m
+		}
+		return m
+	}
+}
+
+func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(selector string) bool) entry {
 	if sw == nil {
 		return entry{}
 	}
@@ -99,8 +117,7 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, labels map[st
 	e.basis = uint32(basis)
 	e.seed = seedFor(sw.App, sw.Name)
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
-	sel, err := wire.ParseSelector(sw.Rollout.Selector)
-	e.gate = sw.State == wire.StateOn && err == nil && sel.Matches(labels)
+	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
 	e.on = e.gate && fnvString(e.seed, instanceID)%Buckets < uint64(e.basis)
 	return e
 }
