@@ -1,0 +1,176 @@
+package console_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/console"
+)
+
+func switchVersion(e *env, app, name string) int64 {
+	var w wire.Switch
+	_ = json.Unmarshal([]byte(e.etcdValue(wire.SwitchKey("default", app, name))), &w)
+	return w.Version
+}
+
+// TestEtcdOutage: a change made while etcd is down is committed and answers
+// published:false; once etcd is back the outbox publishes it.
+func TestEtcdOutage(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(func(cfg *console.Config) { cfg.PublishWait = 300 * time.Millisecond })
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
+
+	e.etcd.Stop()
+	r := mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken, `{"reason":"db failover","version":1}`), 200)
+	if r.str("published") != "false" || r.num("switch", "version") != 2 {
+		t.Fatalf("change during outage: %s", r.Raw)
+	}
+	e.etcd.Restart()
+	eventually(t, 15*time.Second, "the change reaches etcd", func() bool { return switchVersion(e, "checkout", "pay") == 2 })
+	var depth int64
+	c.DB.Table("outbox").Count(&depth)
+	if depth != 0 {
+		t.Fatalf("outbox still holds %d rows", depth)
+	}
+}
+
+// TestCrashBetweenCommitAndPublish: a console that dies right after the
+// commit leaves an outbox row; the next leader publishes it at start.
+func TestCrashBetweenCommitAndPublish(t *testing.T) {
+	e := newEnv(t)
+	db, _, err := server.OpenDB(context.Background(), e.pgURL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A service without a publisher commits exactly what a console commits
+	// before it would publish: entity, audit event and outbox row.
+	crashed := server.NewService(db, nil)
+	if _, _, err := crashed.CreateSwitch(context.Background(), server.SystemActor("test"), "checkout", server.SwitchInput{Name: "orphan", Level: wire.L3, Reason: "before crash"}); err != nil {
+		t.Fatal(err)
+	}
+	if v := e.etcdValue(wire.SwitchKey("default", "checkout", "orphan")); v != "" {
+		t.Fatalf("published without a publisher: %s", v)
+	}
+	c := e.start()
+	waitLeader(t, c)
+	eventually(t, 10*time.Second, "the orphaned change is published", func() bool { return switchVersion(e, "checkout", "orphan") == 1 })
+}
+
+// TestDriftIsRevertedAndAudited: hand edits in etcd are reverted, unknown
+// keys deleted, each with a "drift" audit event.
+func TestDriftIsRevertedAndAudited(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	key := wire.SwitchKey("default", "checkout", "reco")
+	want := e.etcdValue(key)
+	ctx := context.Background()
+	if _, err := e.cli.Put(ctx, key, `{"app":"checkout","name":"reco","level":"L3","state":"on","rollout":{"percent":100},"version":1}`); err != nil {
+		t.Fatal(err)
+	}
+	ghost := wire.SwitchKey("default", "checkout", "ghost")
+	if _, err := e.cli.Put(ctx, ghost, `{"app":"checkout","name":"ghost","level":"L4","state":"on","rollout":{"percent":100},"version":1}`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "hand edit reverted and ghost deleted", func() bool {
+		return e.etcdValue(key) == want && e.etcdValue(ghost) == ""
+	})
+	drift, _, err := audit.List(ctx, c.DB, audit.Filter{Action: "drift"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := map[string]bool{}
+	for _, ev := range drift {
+		targets[ev.Target] = true
+		if ev.ActorKind != audit.ActorSystem || ev.Reason == "" {
+			t.Errorf("drift event %+v", ev)
+		}
+	}
+	if !targets["switch/checkout/reco"] || !targets["switch/checkout/ghost"] {
+		t.Fatalf("drift events for %v", targets)
+	}
+	if res, _ := audit.Verify(ctx, c.DB); !res.OK() {
+		t.Fatalf("verify: %+v", res)
+	}
+}
+
+// TestTwoConsoles: on one Postgres and one etcd exactly one console leads;
+// writes through either are published; when the leader stops the other
+// takes over within 15 s.
+func TestTwoConsoles(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(func(c *console.Config) { c.ConsoleID = "a" })
+	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
+	eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
+	leader, follower := a, b
+	if b.Scheduler.Leading() {
+		leader, follower = b, a
+	}
+	// Leadership is stable: it does not flap while both run.
+	for i := 0; i < 10; i++ {
+		if !leader.Scheduler.Leading() || follower.Scheduler.Leading() {
+			t.Fatal("leadership changed while both consoles ran")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r := mustStatus(t, call(t, follower, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"via-follower","level":"L3","reason":"write through the follower"}`), 201)
+	if r.str("published") != "true" {
+		t.Fatalf("follower's write not published by the leader: %s", r.Raw)
+	}
+	stopped := time.Now()
+	stop(leader)
+	eventually(t, 15*time.Second, "the follower takes over", follower.Scheduler.Leading)
+	t.Logf("takeover after %v", time.Since(stopped).Round(time.Millisecond))
+	r = mustStatus(t, call(t, follower, "POST", "/api/v1/apps/checkout/switches/via-follower/on", adminToken, `{"reason":"after takeover"}`), 200)
+	if r.str("published") != "true" || switchVersion(e, "checkout", "via-follower") != 2 {
+		t.Fatalf("new leader does not publish: %s", r.Raw)
+	}
+}
+
+// TestDatabaseDown: with the database unreachable, requests get 503 (never
+// a misleading 401 or a 2xx) and nothing reaches etcd.
+func TestDatabaseDown(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"s","level":"L3","reason":"seed"}`), 201)
+	name := c.DB.Migrator().CurrentDatabase()
+	admin, err := sql.Open("pgx", pgtest.AdminURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	// Refuse new connections and cut the existing ones: the database is gone
+	// for this console.
+	adminExec := func(q string) {
+		t.Helper()
+		if _, err := admin.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adminExec(fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS false", name))
+	defer adminExec(fmt.Sprintf("ALTER DATABASE %s ALLOW_CONNECTIONS true", name))
+	adminExec(fmt.Sprintf("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' AND pid <> pg_backend_pid()", name))
+	before := e.etcdValue(wire.SwitchKey("default", "checkout", "s"))
+	r := call(t, c, "POST", "/api/v1/apps/checkout/switches/s/on", adminToken, `{"reason":"during db outage"}`)
+	if r.Status != 401 && r.Status != 503 {
+		t.Fatalf("write with database down: %d %s", r.Status, r.Raw)
+	}
+	if r.Status == 401 {
+		t.Fatalf("database outage reported as bad credentials: %s", r.Raw)
+	}
+	if got := e.etcdValue(wire.SwitchKey("default", "checkout", "s")); got != before {
+		t.Fatal("etcd changed while the database was down")
+	}
+	mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 503)
+}
