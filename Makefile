@@ -1,0 +1,52 @@
+# Switchyard — developer entry points. `make test` is what CI runs.
+GO ?= go
+SWITCHYARD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+export SWITCHYARD_TEST_DATABASE_URL
+
+.PHONY: run test verify fix bench fuzz compose-config screenshots
+
+## run: start the console on its embedded defaults (etcd + SQLite in ./data)
+run:
+	$(GO) run ./cmd/console
+
+## test: static checks, the whole suite (Postgres, embedded etcd, Chromium), race detector on the SDK, short fuzz runs
+test: verify
+	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -race -timeout 20m ./sdk/...
+	$(MAKE) fuzz FUZZTIME=10s
+
+## verify: gofmt, go vet and go mod tidy must leave nothing to change
+verify:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	@cp go.mod /tmp/switchyard.go.mod.bak && cp go.sum /tmp/switchyard.go.sum.bak; \
+	$(GO) mod tidy; \
+	if ! git diff --quiet -- go.mod go.sum; then \
+		git diff -- go.mod go.sum; cp /tmp/switchyard.go.mod.bak go.mod; cp /tmp/switchyard.go.sum.bak go.sum; \
+		echo "go mod tidy changes go.mod/go.sum: run 'make fix'"; exit 1; fi
+
+## fix: apply gofmt and go mod tidy
+fix:
+	gofmt -w $$(git ls-files '*.go')
+	$(GO) mod tidy
+
+FUZZTIME ?= 30s
+## fuzz: run every fuzz target for FUZZTIME each
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test $$pkg -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) || exit 1; \
+		done; \
+	done
+
+## bench: the benchmarks behind the performance targets
+bench:
+	$(GO) test ./sdk -run '^$$' -bench . -benchmem
+	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
+	$(GO) test ./server/... -run '^$$' -bench Flip
+
+## compose-config: validate docker-compose.yml with the compose client (no engine needed;
+## Debian: apt-get install docker-compose). `go test ./deploy` checks its shape without it.
+compose-config:
+	@if docker compose version >/dev/null 2>&1; then docker compose config --quiet; else docker-compose config --quiet; fi

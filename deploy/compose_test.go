@@ -1,0 +1,73 @@
+// Package deploy holds the configuration of the production-shaped compose
+// demo; its test checks the shape of docker-compose.yml without a Docker
+// engine.
+package deploy_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+type compose struct {
+	Services map[string]struct {
+		Image       string            `json:"image"`
+		Build       any               `json:"build"`
+		Environment map[string]string `json:"environment"`
+		Volumes     []string          `json:"volumes"`
+	} `json:"services"`
+}
+
+// TestComposeShape: three etcd members in one cluster, Postgres, two
+// console replicas on the same database and etcd, Prometheus scraping both.
+func TestComposeShape(t *testing.T) {
+	raw, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, name := range []string{"etcd1", "etcd2", "etcd3"} {
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("no service %s", name)
+		}
+		if s.Environment["ETCD_NAME"] != name || !strings.Contains(s.Environment["ETCD_INITIAL_CLUSTER"], "etcd3=http://etcd3:2380") {
+			t.Errorf("%s is not a member of the three-node cluster: %v", name, s.Environment)
+		}
+	}
+	if _, ok := c.Services["postgres"]; !ok {
+		t.Fatal("no postgres service")
+	}
+	var dbURL string
+	for _, name := range []string{"console-a", "console-b"} {
+		s, ok := c.Services[name]
+		if !ok {
+			t.Fatalf("no service %s", name)
+		}
+		env := s.Environment
+		if env["SWITCHYARD_ETCD_ENDPOINTS"] != "http://etcd1:2379,http://etcd2:2379,http://etcd3:2379" {
+			t.Errorf("%s etcd endpoints %q", name, env["SWITCHYARD_ETCD_ENDPOINTS"])
+		}
+		if !strings.HasPrefix(env["SWITCHYARD_DATABASE_URL"], "postgres://") || (dbURL != "" && env["SWITCHYARD_DATABASE_URL"] != dbURL) {
+			t.Errorf("%s database %q", name, env["SWITCHYARD_DATABASE_URL"])
+		}
+		dbURL = env["SWITCHYARD_DATABASE_URL"]
+	}
+	if _, ok := c.Services["prometheus"]; !ok {
+		t.Fatal("no prometheus service")
+	}
+	prom, err := os.ReadFile("prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, target := range []string{"console-a:8080", "console-b:8080"} {
+		if !strings.Contains(string(prom), target) {
+			t.Errorf("prometheus does not scrape %s", target)
+		}
+	}
+}
