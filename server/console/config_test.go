@@ -1,0 +1,63 @@
+package console
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*Config)
+		want string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"bad listen", func(c *Config) { c.Listen = "8080" }, "listen"},
+		{"bad namespace", func(c *Config) { c.Namespace = "Prod!" }, "namespace"},
+		{"mysql url", func(c *Config) { c.DatabaseURL = "mysql://x" }, "database-url"},
+		{"no data dir for embedded", func(c *Config) { c.DataDir = "" }, "data-dir"},
+		{"external everything needs no data dir", func(c *Config) {
+			c.DataDir, c.DatabaseURL, c.EtcdEndpoints = "", "postgres://db/x", []string{"http://etcd:2379"}
+		}, ""},
+		{"tiny reconcile", func(c *Config) { c.ReconcileInterval = time.Millisecond }, "reconcile-interval"},
+		{"short bootstrap token", func(c *Config) { c.BootstrapToken = "abc" }, "SWITCHYARD_BOOTSTRAP_TOKEN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tc.mod(&c)
+			err := c.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v does not mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigEnvAndFlags(t *testing.T) {
+	env := map[string]string{
+		"SWITCHYARD_LISTEN":             "0.0.0.0:9000",
+		"SWITCHYARD_ETCD_ENDPOINTS":     "http://a:2379, http://b:2379",
+		"SWITCHYARD_NAMESPACE":          "prod",
+		"SWITCHYARD_RECONCILE_INTERVAL": "5s",
+	}
+	c := DefaultConfig()
+	if err := c.LoadEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second {
+		t.Fatalf("env not applied: %+v", c)
+	}
+	if err := c.LoadEnv(func(k string) string {
+		if k == "SWITCHYARD_PUBLISH_WAIT" {
+			return "soon"
+		}
+		return ""
+	}); err == nil || !strings.Contains(err.Error(), "SWITCHYARD_PUBLISH_WAIT") {
+		t.Fatalf("bad duration in env: %v", err)
+	}
+}
