@@ -1,0 +1,101 @@
+package webui
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// adminPage shows users and API tokens; admins only.
+func (h *handler) adminPage(c *gin.Context) { h.admin(c, http.StatusOK, "", nil, nil) }
+
+// admin renders the admin page, with err attached to form and data merged
+// into the page's data (the freshly minted token).
+func (h *handler) admin(c *gin.Context, status int, form string, err error, extra map[string]any) {
+	p := &page{Title: "Admin", Nav: "admin"}
+	if !p.isAdminUser(c) {
+		h.render(c, http.StatusForbidden, "forbidden", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
+		return
+	}
+	users, uerr := h.svc.ListUsers(c)
+	tokens, terr := h.svc.ListTokens(c)
+	data := map[string]any{"Users": users, "Tokens": tokens}
+	for k, v := range extra {
+		data[k] = v
+	}
+	p.Data = data
+	if err == nil && (uerr != nil || terr != nil) {
+		form, err = "page", server.ErrUnavailable
+	}
+	if err != nil {
+		h.fail(c, "admin", p, form, err)
+		return
+	}
+	h.render(c, status, "admin", p)
+}
+
+func (p *page) isAdminUser(c *gin.Context) bool {
+	u, _ := c.Get(ctxUser)
+	user, _ := u.(*server.User)
+	return user != nil && user.Role == server.RoleAdmin
+}
+
+func (h *handler) createUser(c *gin.Context) {
+	fp := &formParser{c: c}
+	in := server.UserInput{
+		Username: fp.str("username"), Password: c.PostForm("password"), Role: server.Role(fp.str("role")),
+		Apps: fp.list("apps"), Reason: fp.str("reason"),
+	}
+	u, err := h.svc.CreateUser(c, actor(c), in)
+	if err != nil {
+		h.admin(c, 0, "newuser", err, nil)
+		return
+	}
+	redirect(c, Prefix+"/admin", "Created user "+u.Username+" ("+string(u.Role)+").")
+}
+
+func (h *handler) updateUser(c *gin.Context) {
+	fp := &formParser{c: c}
+	name := c.Param("username")
+	role := server.Role(fp.str("role"))
+	apps := fp.list("apps")
+	disabled := c.PostForm("disabled") == "on"
+	pt := server.UserPatch{Role: &role, Apps: &apps, Disabled: &disabled, Reason: fp.str("reason")}
+	if pw := c.PostForm("password"); pw != "" {
+		pt.Password = &pw
+	}
+	if _, err := h.svc.UpdateUser(c, actor(c), name, pt); err != nil {
+		h.admin(c, 0, "user:"+name, err, nil)
+		return
+	}
+	redirect(c, Prefix+"/admin", "Saved user "+name+".")
+}
+
+func (h *handler) createToken(c *gin.Context) {
+	fp := &formParser{c: c}
+	in := server.TokenInput{Name: fp.str("name"), Role: server.Role(fp.str("role")), Apps: fp.list("apps"), Reason: fp.str("reason")}
+	secret, t, err := h.svc.CreateToken(c, actor(c), in)
+	if err != nil {
+		h.admin(c, 0, "newtoken", err, nil)
+		return
+	}
+	// Shown once, on this response only: never in a redirect or a cookie.
+	h.admin(c, http.StatusCreated, "", nil, map[string]any{"Secret": secret, "SecretName": t.Name})
+}
+
+func (h *handler) revokeToken(c *gin.Context) {
+	fp := &formParser{c: c}
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		h.admin(c, 0, "token:"+c.Param("id"), &server.ValidationError{Fields: []*server.FieldError{{Field: "id", Msg: "must be an integer"}}}, nil)
+		return
+	}
+	if err := h.svc.RevokeToken(c, actor(c), id, server.Change{Reason: fp.str("reason")}); err != nil {
+		h.admin(c, 0, "token:"+c.Param("id"), err, nil)
+		return
+	}
+	redirect(c, Prefix+"/admin", "Revoked token #"+c.Param("id")+".")
+}

@@ -1,0 +1,133 @@
+package webui
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// failure is a service error as a page shows it: a status, the messages of
+// the fields that caused it, and a message for the rest.
+type failure struct {
+	Status int
+	Fields map[string]string
+	Msg    string
+}
+
+// failureOf maps the service's typed errors for the browser, the same
+// classes the JSON API maps to problem documents.
+func failureOf(err error) failure {
+	var ve *server.ValidationError
+	f := failure{Fields: map[string]string{}}
+	switch {
+	case errors.As(err, &ve):
+		f.Status = http.StatusBadRequest
+		for _, fe := range ve.Fields {
+			if _, dup := f.Fields[fe.Field]; !dup {
+				f.Fields[fe.Field] = fe.Msg
+			}
+		}
+		f.Msg = "Fix the fields marked below."
+	case errors.Is(err, server.ErrForbidden):
+		f.Status, f.Msg = http.StatusForbidden, "Not allowed: "+clean(err)
+	case errors.Is(err, server.ErrConflict):
+		f.Status, f.Msg = http.StatusConflict, "Someone else changed this meanwhile ("+clean(err)+"). Review the current state and submit again."
+	case errors.Is(err, server.ErrAlreadyExists):
+		f.Status, f.Msg = http.StatusConflict, clean(err)
+		f.Fields["name"] = "is taken"
+	case errors.Is(err, server.ErrNotFound):
+		f.Status, f.Msg = http.StatusNotFound, "Not found: "+clean(err)
+	case errors.Is(err, server.ErrUnavailable):
+		f.Status, f.Msg = http.StatusServiceUnavailable, "The database is unavailable; nothing was changed. Retry when it is back."
+	default:
+		f.Status, f.Msg = http.StatusInternalServerError, "Internal error; nothing was changed."
+	}
+	return f
+}
+
+func clean(err error) string { return strings.ReplaceAll(err.Error(), "server: ", "") }
+
+// fail attaches err to form on p and renders the page.
+func (h *handler) fail(c *gin.Context, name string, p *page, form string, err error) {
+	f := failureOf(err)
+	if f.Status == http.StatusInternalServerError {
+		h.log.Error("webui: change failed", "path", c.Request.URL.Path, "err", err)
+	}
+	p.Form, p.Errors, p.Error = form, f.Fields, f.Msg
+	if p.Values == nil {
+		_ = c.Request.ParseForm()
+		p.Values = c.Request.PostForm
+	}
+	h.render(c, f.Status, name, p)
+}
+
+// formParser reads typed form values and collects field errors named like
+// the API's fields.
+type formParser struct {
+	c    *gin.Context
+	errs []*server.FieldError
+}
+
+func (p *formParser) str(name string) string { return strings.TrimSpace(p.c.PostForm(name)) }
+
+func (p *formParser) float(name string) float64 {
+	s := p.str(name)
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(s), "%"), 64)
+	if err != nil {
+		p.add(name, "must be a number")
+	}
+	return v
+}
+
+func (p *formParser) int(name string) int {
+	s := p.str(name)
+	if s == "" {
+		return 0
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		p.add(name, "must be a whole number")
+	}
+	return v
+}
+
+func (p *formParser) int64Ptr(name string) *int64 {
+	s := p.str(name)
+	if s == "" {
+		return nil
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		p.add(name, "must be a whole number")
+		return nil
+	}
+	return &v
+}
+
+// list splits a comma- or space-separated field.
+func (p *formParser) list(name string) []string {
+	var out []string
+	for _, f := range strings.FieldsFunc(p.c.PostForm(name), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		out = append(out, strings.TrimSpace(f))
+	}
+	return out
+}
+
+func (p *formParser) add(field, msg string) {
+	p.errs = append(p.errs, &server.FieldError{Field: field, Msg: msg})
+}
+
+func (p *formParser) err() error {
+	if len(p.errs) == 0 {
+		return nil
+	}
+	return &server.ValidationError{Fields: p.errs}
+}

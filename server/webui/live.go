@@ -1,0 +1,139 @@
+package webui
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// hub fans one etcd watch on the namespace out to every open event stream.
+// A stream learns only "something changed at revision N"; the page then
+// fetches itself again and swaps its live regions.
+type hub struct {
+	etcd   *clientv3.Client
+	prefix string
+	rev    atomic.Int64
+
+	mu      sync.Mutex
+	subs    map[chan int64]struct{}
+	closing chan struct{}
+	once    sync.Once
+	hooked  sync.Once
+}
+
+func newHub(cli *clientv3.Client, prefix string) *hub {
+	return &hub{etcd: cli, prefix: prefix, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
+}
+
+// run watches until the etcd client is closed, re-watching after errors.
+func (h *hub) run() {
+	ctx := h.etcd.Ctx()
+	for ctx.Err() == nil {
+		if resp, err := h.etcd.Get(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+			h.publish(resp.Header.Revision)
+			wch := h.etcd.Watch(clientv3.WithRequireLeader(ctx), h.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
+			for wr := range wch {
+				if wr.Err() != nil {
+					break
+				}
+				if len(wr.Events) > 0 {
+					h.publish(wr.Header.Revision)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	h.close()
+}
+
+func (h *hub) publish(rev int64) {
+	if rev <= h.rev.Load() {
+		return
+	}
+	h.rev.Store(rev)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- rev:
+		default: // the stream already has a wake-up pending
+		}
+	}
+}
+
+func (h *hub) subscribe() (chan int64, func()) {
+	ch := make(chan int64, 1)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		delete(h.subs, ch)
+		h.mu.Unlock()
+	}
+}
+
+// close ends every stream (console shutdown or etcd client closed).
+func (h *hub) close() { h.once.Do(func() { close(h.closing) }) }
+
+// Stream timing.
+const (
+	streamHeartbeat = 15 * time.Second
+	streamLifetime  = 10 * time.Minute
+)
+
+// events is the server-sent event stream: "change" with the etcd revision as
+// id. A reconnecting browser sends Last-Event-ID and gets a change at once
+// when it missed one.
+func (h *handler) events(c *gin.Context) {
+	if srv, ok := c.Request.Context().Value(http.ServerContextKey).(*http.Server); ok {
+		// Open streams would hold up a graceful shutdown; end them first.
+		h.hub.hooked.Do(func() { srv.RegisterOnShutdown(h.hub.close) })
+	}
+	ch, unsubscribe := h.hub.subscribe()
+	defer unsubscribe()
+	w := c.Writer
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, "retry: 1000\n\n")
+	cur := h.hub.rev.Load()
+	if last, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil && last < cur {
+		writeChange(w, cur)
+	} else {
+		fmt.Fprintf(w, "id: %d\n\n", cur)
+	}
+	w.Flush()
+	ctx, cancel := context.WithTimeout(c.Request.Context(), streamLifetime)
+	defer cancel()
+	beat := time.NewTicker(streamHeartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.hub.closing:
+			return
+		case rev := <-ch:
+			writeChange(w, rev)
+		case <-beat.C:
+			fmt.Fprint(w, ": keep-alive\n\n")
+		}
+		w.Flush()
+	}
+}
+
+func writeChange(w gin.ResponseWriter, rev int64) {
+	fmt.Fprintf(w, "id: %d\nevent: change\ndata: %d\n\n", rev, rev)
+}

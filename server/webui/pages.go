@@ -1,0 +1,120 @@
+package webui
+
+import (
+	"fmt"
+	"html/template"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// instances lists the SDK instances of an app (or of every app).
+func (h *handler) instances(c *gin.Context) {
+	app := c.Param("app")
+	if app == "" {
+		app = c.Query("app")
+	}
+	f := h.loadFleet(c)
+	apps := f.Apps()
+	if app != "" {
+		apps = []string{app}
+	}
+	type group struct {
+		App       string
+		Want      int64
+		Instances []InstanceRow
+		Switches  []SwitchRow
+	}
+	var groups []group
+	for _, a := range apps {
+		list, _ := h.svc.ListSwitches(c, a)
+		groups = append(groups, group{App: a, Want: f.Want(a), Instances: f.Instances(a), Switches: switchRows(list, f)})
+	}
+	h.render(c, http.StatusOK, "instances", &page{Title: "Instances", Nav: "instances", Data: map[string]any{"Groups": groups, "App": app, "Fleet": f}})
+}
+
+// auditQuery reads the audit filters; times are datetime-local values in
+// UTC or RFC 3339.
+func auditQuery(c *gin.Context) (audit.Filter, map[string]string) {
+	f := audit.Filter{Target: strings.TrimSpace(c.Query("target")), Actor: strings.TrimSpace(c.Query("actor")), Action: strings.TrimSpace(c.Query("action")), Limit: 50}
+	errs := map[string]string{}
+	parse := func(name string, dst *time.Time) {
+		s := strings.TrimSpace(c.Query(name))
+		if s == "" {
+			return
+		}
+		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+			if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+				*dst = t
+				return
+			}
+		}
+		errs[name] = "must be a time such as 2026-01-02T15:04 (UTC)"
+	}
+	parse("since", &f.Since)
+	parse("until", &f.Until)
+	if b := c.Query("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			errs["before"] = "must be a positive event id"
+		}
+		f.BeforeID = n
+	}
+	return f, errs
+}
+
+func (h *handler) auditPage(c *gin.Context) {
+	f, errs := auditQuery(c)
+	p := &page{Title: "Audit log", Nav: "audit", Form: "filter", Errors: errs}
+	if len(errs) > 0 {
+		p.Error = "Fix the filters marked below."
+		f = audit.Filter{Limit: 50}
+	}
+	events, next, err := audit.List(c, h.svc.DB(), f)
+	if err != nil {
+		h.fail(c, "audit", p, "page", server.ErrUnavailable)
+		return
+	}
+	res, verr := audit.Verify(c, h.svc.DB())
+	q := c.Request.URL.Query()
+	q.Del("before")
+	p.Data = map[string]any{
+		"Events": eventRows(events), "Next": next, "Verify": res, "VerifyErr": verr,
+		"Q": q, "Filter": template.URL(q.Encode()),
+	}
+	status := http.StatusOK
+	if len(errs) > 0 {
+		status = http.StatusBadRequest
+	}
+	h.render(c, status, "audit", p)
+}
+
+// auditExport downloads the filtered log as JSON lines or CSV.
+func (h *handler) auditExport(c *gin.Context) {
+	f, errs := auditQuery(c)
+	format := c.Query("format")
+	if format != audit.FormatJSONL && format != audit.FormatCSV {
+		errs["format"] = "must be jsonl or csv"
+	}
+	if len(errs) > 0 {
+		c.String(http.StatusBadRequest, "invalid export request: %v", errs)
+		return
+	}
+	f.BeforeID, f.Limit = 0, 0
+	ctype := "application/x-ndjson"
+	if format == audit.FormatCSV {
+		ctype = "text/csv; charset=utf-8"
+	}
+	c.Header("Content-Type", ctype)
+	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="switchyard-audit-%s.%s"`, time.Now().UTC().Format("20060102-150405"), format))
+	c.Status(http.StatusOK)
+	if err := audit.Export(c, h.svc.DB(), c.Writer, format, f); err != nil {
+		h.log.Error("webui: audit export", "err", err)
+	}
+}

@@ -1,0 +1,240 @@
+package webui
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// Cookie and form names.
+const (
+	sessionCookie = "sy_session"
+	loginCookie   = "sy_login_csrf"
+	csrfField     = "_csrf"
+	csrfHeader    = "X-CSRF-Token"
+	ctxUser       = "webui.user"
+	ctxSession    = "webui.session"
+)
+
+// session is a signed-in browser, stored by the SHA-256 of its cookie.
+type session struct {
+	IDHash     string `gorm:"primaryKey"`
+	UserID     int64
+	CSRFToken  string
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	LastSeenAt time.Time
+}
+
+func (session) TableName() string { return "web_sessions" }
+
+// sessions creates, finds and ends sessions.
+type sessions struct {
+	db   *gorm.DB
+	ttl  time.Duration
+	idle time.Duration
+}
+
+func randomToken() string {
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func hashID(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:])
+}
+
+// start creates a session for u and sets its cookie.
+func (s *sessions) start(c *gin.Context, u *server.User) error {
+	id := randomToken()
+	now := time.Now().UTC()
+	row := &session{IDHash: hashID(id), UserID: u.ID, CSRFToken: randomToken(), CreatedAt: now, ExpiresAt: now.Add(s.ttl), LastSeenAt: now}
+	// Expired sessions are swept whenever someone signs in.
+	s.db.WithContext(c).Where("expires_at < ?", now).Delete(&session{})
+	if err := s.db.WithContext(c).Create(row).Error; err != nil {
+		return err
+	}
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: sessionCookie, Value: id, Path: "/", Expires: row.ExpiresAt,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: isTLS(c),
+	})
+	return nil
+}
+
+// end deletes the request's session and clears the cookie.
+func (s *sessions) end(c *gin.Context) {
+	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
+		s.db.WithContext(c).Where("id_hash = ?", hashID(ck.Value)).Delete(&session{})
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: isTLS(c)})
+}
+
+var errNoSession = errors.New("webui: not signed in")
+
+// lookup finds the live session of the request and its user.
+func (s *sessions) lookup(c *gin.Context) (*session, *server.User, error) {
+	ck, err := c.Request.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return nil, nil, errNoSession
+	}
+	now := time.Now().UTC()
+	var row session
+	err = s.db.WithContext(c).Where("id_hash = ? AND expires_at > ?", hashID(ck.Value), now).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil, errNoSession
+	} else if err != nil {
+		return nil, nil, err
+	}
+	if now.Sub(row.LastSeenAt) > s.idle {
+		s.db.WithContext(c).Where("id_hash = ?", row.IDHash).Delete(&session{})
+		return nil, nil, errNoSession
+	}
+	var u server.User
+	if err := s.db.WithContext(c).Where("id = ?", row.UserID).Take(&u).Error; err != nil || u.Disabled() {
+		return nil, nil, errNoSession
+	}
+	if now.Sub(row.LastSeenAt) > time.Minute {
+		s.db.WithContext(c).Model(&session{}).Where("id_hash = ?", row.IDHash).Update("last_seen_at", now)
+	}
+	return &row, &u, nil
+}
+
+// require lets signed-in users through. Others are sent to the sign-in page
+// (GET) or refused with 401.
+func (s *sessions) require(c *gin.Context) {
+	row, u, err := s.lookup(c)
+	if err != nil {
+		if !errors.Is(err, errNoSession) {
+			c.String(http.StatusServiceUnavailable, "the database is unavailable; try again")
+			c.Abort()
+			return
+		}
+		if c.Request.Method == http.MethodGet && c.GetHeader("Accept") != "text/event-stream" {
+			c.Redirect(http.StatusSeeOther, Prefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
+		} else {
+			c.String(http.StatusUnauthorized, "not signed in: sign in at "+Prefix+"/login")
+		}
+		c.Abort()
+		return
+	}
+	c.Set(ctxSession, row)
+	c.Set(ctxUser, u)
+	c.Next()
+}
+
+// csrf refuses a state-changing request unless it carries the session's
+// CSRF token (form field _csrf or header X-CSRF-Token) and, when the
+// browser names one, comes from our own origin.
+func (s *sessions) csrf(c *gin.Context) {
+	switch c.Request.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		c.Next()
+		return
+	}
+	row := c.MustGet(ctxSession).(*session)
+	if !sameOrigin(c) || !tokenEqual(submittedCSRF(c), row.CSRFToken) {
+		c.String(http.StatusForbidden, "refused: the form's CSRF token is missing or invalid; reload the page and try again")
+		c.Abort()
+		return
+	}
+	c.Next()
+}
+
+func submittedCSRF(c *gin.Context) string {
+	if t := c.GetHeader(csrfHeader); t != "" {
+		return t
+	}
+	return c.PostForm(csrfField)
+}
+
+func tokenEqual(a, b string) bool {
+	return a != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+func sameOrigin(c *gin.Context) bool {
+	o := c.GetHeader("Origin")
+	if o == "" || o == "null" {
+		return o == "" // "null" origins (sandboxed frames) are refused
+	}
+	u, err := url.Parse(o)
+	return err == nil && strings.EqualFold(u.Host, c.Request.Host)
+}
+
+// safeNext keeps post-sign-in redirects on this site.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Prefix+"/") || strings.HasPrefix(next, "//") || strings.Contains(next, "\\") {
+		return Prefix + "/"
+	}
+	return next
+}
+
+func (h *handler) loginPage(c *gin.Context) {
+	if _, _, err := h.sessions.lookup(c); err == nil {
+		c.Redirect(http.StatusSeeOther, safeNext(c.Query("next")))
+		return
+	}
+	h.renderLogin(c, http.StatusOK, "")
+}
+
+func (h *handler) renderLogin(c *gin.Context, status int, msg string) {
+	tok := randomToken()
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: loginCookie, Value: tok, Path: Prefix + "/login", MaxAge: 1800,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(c),
+	})
+	n, _ := h.svc.CountUsers(c)
+	h.render(c, status, "login", &page{
+		Title: "Sign in", CSRF: tok, Error: msg, Form: "login", Values: c.Request.PostForm,
+		Apps: []string{}, Data: map[string]any{"Next": safeNext(c.Query("next")), "FirstRun": n == 0},
+	})
+}
+
+func (h *handler) login(c *gin.Context) {
+	ck, err := c.Request.Cookie(loginCookie)
+	if err != nil || !tokenEqual(c.PostForm(csrfField), ck.Value) || !sameOrigin(c) {
+		c.String(http.StatusForbidden, "refused: the sign-in form's CSRF token is missing or invalid; reload the page")
+		return
+	}
+	u, err := h.svc.SignIn(c, strings.TrimSpace(c.PostForm("username")), c.PostForm("password"))
+	if err != nil {
+		msg := "Wrong username or password."
+		status := http.StatusUnauthorized
+		if errors.Is(err, server.ErrUnavailable) {
+			msg, status = "The database is unavailable; try again.", http.StatusServiceUnavailable
+		}
+		h.renderLogin(c, status, msg)
+		return
+	}
+	if err := h.sessions.start(c, u); err != nil {
+		h.renderLogin(c, http.StatusServiceUnavailable, "Could not start a session; try again.")
+		return
+	}
+	c.Redirect(http.StatusSeeOther, safeNext(c.PostForm("next")))
+}
+
+func (h *handler) logout(c *gin.Context) {
+	h.sessions.end(c)
+	c.Redirect(http.StatusSeeOther, Prefix+"/login")
+}
+
+// actor is the signed-in user as the actor of a change.
+func actor(c *gin.Context) server.Actor {
+	a := c.MustGet(ctxUser).(*server.User).Actor()
+	a.RequestID = c.Writer.Header().Get("X-Request-ID")
+	a.RemoteAddr = c.ClientIP()
+	return a
+}

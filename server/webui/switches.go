@@ -1,0 +1,304 @@
+package webui
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// SwitchRow is a switch with its convergence.
+type SwitchRow struct {
+	server.SwitchView
+	Applied Applied
+}
+
+func switchRows(list []server.Switch, f *fleet) []SwitchRow {
+	out := make([]SwitchRow, 0, len(list))
+	for i := range list {
+		s := &list[i]
+		out = append(out, SwitchRow{SwitchView: s.View(), Applied: f.Applied(s.App, s.Name, s.Version)})
+	}
+	return out
+}
+
+func switchURL(app, name string) string {
+	return Prefix + "/apps/" + url.PathEscape(app) + "/switches/" + url.PathEscape(name)
+}
+
+// overview is "what is degraded now": every switch that is on.
+func (h *handler) overview(c *gin.Context) {
+	p := &page{Title: "What is degraded now", Nav: "overview"}
+	list, err := h.svc.ListSwitches(c, "")
+	if err != nil {
+		h.fail(c, "overview", p, "page", err)
+		return
+	}
+	var on []server.Switch
+	for _, s := range list {
+		if s.State == wire.StateOn {
+			on = append(on, s)
+		}
+	}
+	f := h.loadFleet(c)
+	p.Data = map[string]any{"On": switchRows(on, f), "Total": len(list), "Fleet": f}
+	h.render(c, http.StatusOK, "overview", p)
+}
+
+// switchList lists switches with filters app, level, state and owner.
+func (h *handler) switchList(c *gin.Context) {
+	filter := map[string]string{"app": c.Query("app"), "level": c.Query("level"), "state": c.Query("state"), "owner": c.Query("owner")}
+	p := &page{Title: "Switches", Nav: "switches"}
+	list, err := h.svc.ListSwitches(c, filter["app"])
+	if err != nil {
+		h.fail(c, "switches", p, "page", err)
+		return
+	}
+	var keep []server.Switch
+	owners := map[string]bool{}
+	for _, s := range list {
+		owners[s.Owner] = s.Owner != ""
+		if (filter["level"] == "" || string(s.Level) == filter["level"]) &&
+			(filter["state"] == "" || s.State == filter["state"]) &&
+			(filter["owner"] == "" || strings.Contains(strings.ToLower(s.Owner), strings.ToLower(filter["owner"]))) {
+			keep = append(keep, s)
+		}
+	}
+	if filter["app"] != "" {
+		p.Title = "Switches of " + filter["app"]
+	}
+	p.Data = map[string]any{"Rows": switchRows(keep, h.loadFleet(c)), "Filter": filter, "Count": len(list)}
+	h.render(c, http.StatusOK, "switches", p)
+}
+
+// switchPage renders the detail page of a switch; form and err describe a
+// failed form on it.
+func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error) {
+	app, name := c.Param("app"), c.Param("name")
+	p := &page{Title: app + "/" + name, Nav: "switches"}
+	sw, err := h.svc.GetSwitch(c, app, name)
+	if err != nil {
+		if form == "" {
+			form, ferr = "page", err
+		}
+		p.Data = map[string]any{"Missing": true, "App": app, "Name": name}
+		h.fail(c, "switch", p, form, ferr)
+		return
+	}
+	events, next, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: int64(atoi(c.Query("before")))})
+	if err != nil {
+		h.fail(c, "switch", p, "page", server.ErrUnavailable)
+		return
+	}
+	fallback := ""
+	if sw.Fallback != "" {
+		fallback = funcs["pretty"].(func(string) string)(sw.Fallback)
+	}
+	p.Data = map[string]any{
+		"S": sw.View(), "Applied": h.loadFleet(c).Applied(app, name, sw.Version),
+		"History": eventRows(events), "Next": next, "Fallback": fallback,
+	}
+	if ferr != nil {
+		h.fail(c, "switch", p, form, ferr)
+		return
+	}
+	h.render(c, status, "switch", p)
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, r := range s {
+		if r < '0' || r > '9' || n > 1<<40 {
+			return 0
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n
+}
+
+func (h *handler) switchDetail(c *gin.Context) { h.switchPage(c, http.StatusOK, "", nil) }
+
+// turnOn puts a switch on. L4, L5 and 100 % need a confirmation step, which
+// the server renders itself, so it holds without JavaScript too.
+func (h *handler) turnOn(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	fp := &formParser{c: c}
+	t := server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")}
+	r := wire.Rollout{Percent: fp.float("percent"), Stickiness: fp.str("stickiness"), Selector: fp.str("selector")}
+	if fp.str("percent") == "" {
+		fp.add("rollout.percent", "is required: 0–100")
+	}
+	t.Rollout = &r
+	if strings.TrimSpace(t.Reason) == "" {
+		fp.add("reason", "is required: say why you make this change")
+	}
+	if err := fp.err(); err != nil {
+		h.switchPage(c, 0, "on", err)
+		return
+	}
+	sw, err := h.svc.GetSwitch(c, app, name)
+	if err != nil {
+		h.switchPage(c, 0, "on", err)
+		return
+	}
+	if needsConfirm(sw.Level, r.Percent) && c.PostForm("confirmed") != "yes" {
+		_ = c.Request.ParseForm()
+		h.render(c, http.StatusOK, "confirm", &page{
+			Title: "Confirm: turn " + app + "/" + name + " on", Nav: "switches",
+			Data: map[string]any{"S": sw.View(), "Rollout": r, "Values": c.Request.PostForm},
+		})
+		return
+	}
+	_, rc, err := h.svc.TurnOn(c, actor(c), app, name, t)
+	if err != nil {
+		h.switchPage(c, 0, "on", err)
+		return
+	}
+	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is on at "+funcs["pct"].(func(float64) string)(r.Percent)+"."+receiptNote(rc))
+}
+
+// back is where a successful form returns to: its "back" field when that is
+// one of our pages, else def.
+func (h *handler) back(c *gin.Context, def string) string {
+	if b := c.PostForm("back"); b != "" && safeNext(b) == b {
+		return b
+	}
+	return def
+}
+
+func (h *handler) turnOff(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	fp := &formParser{c: c}
+	t := server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")}
+	_, rc, err := h.svc.TurnOff(c, actor(c), app, name, t)
+	if err != nil {
+		if b := c.PostForm("back"); b == Prefix+"/" {
+			h.overviewFail(c, app+"/"+name, err)
+			return
+		}
+		h.switchPage(c, 0, "off", err)
+		return
+	}
+	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is off."+receiptNote(rc))
+}
+
+// overviewFail shows an error of a row's turn-off form on the overview.
+func (h *handler) overviewFail(c *gin.Context, key string, err error) {
+	p := &page{Title: "What is degraded now", Nav: "overview"}
+	list, _ := h.svc.ListSwitches(c, "")
+	var on []server.Switch
+	for _, s := range list {
+		if s.State == wire.StateOn {
+			on = append(on, s)
+		}
+	}
+	p.Data = map[string]any{"On": switchRows(on, h.loadFleet(c)), "Total": len(list)}
+	h.fail(c, "overview", p, "off:"+key, err)
+}
+
+// switchInput reads the create and edit forms.
+func switchFields(fp *formParser) (level wire.Level, fallback json.RawMessage) {
+	level = wire.Level(fp.str("level"))
+	if fb := fp.str("fallback"); fb != "" {
+		if !json.Valid([]byte(fb)) {
+			fp.add("fallback", "must be valid JSON")
+		}
+		fallback = json.RawMessage(fb)
+	}
+	return level, fallback
+}
+
+// newSwitchData holds the defaults of the create form.
+func newSwitchData(app string) map[string]any {
+	return map[string]any{"App": app, "S": server.SwitchView{Level: wire.L3, MaxOn: "24h", ExpiryPolicy: server.ExpiryRemind}}
+}
+
+func (h *handler) newSwitchPage(c *gin.Context) {
+	h.render(c, http.StatusOK, "newswitch", &page{Title: "New switch", Nav: "switches", Data: newSwitchData(c.Query("app"))})
+}
+
+func (h *handler) createSwitch(c *gin.Context) {
+	fp := &formParser{c: c}
+	app := fp.str("app")
+	level, fallback := switchFields(fp)
+	in := server.SwitchInput{
+		Name: fp.str("name"), Level: level, Description: fp.str("description"), Owner: fp.str("owner"),
+		Runbook: fp.str("runbook"), Fallback: fallback, MaxStaleness: fp.str("max_staleness"),
+		MaxOn: fp.str("max_on"), ExpiryPolicy: fp.str("expiry_policy"), Reason: fp.str("reason"),
+	}
+	p := &page{Title: "New switch", Nav: "switches", Data: newSwitchData(app)}
+	if !wire.ValidApp(app) {
+		fp.add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	}
+	if err := fp.err(); err != nil {
+		h.fail(c, "newswitch", p, "new", err)
+		return
+	}
+	sw, rc, err := h.svc.CreateSwitch(c, actor(c), app, in)
+	if err != nil {
+		h.fail(c, "newswitch", p, "new", err)
+		return
+	}
+	redirect(c, switchURL(sw.App, sw.Name), "Created "+sw.App+"/"+sw.Name+" (off)."+receiptNote(rc))
+}
+
+func (h *handler) editSwitch(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	fp := &formParser{c: c}
+	level, fallback := switchFields(fp)
+	str := func(k string) *string { v := fp.str(k); return &v }
+	pt := server.SwitchPatch{
+		Version: fp.int64Ptr("version"), Reason: fp.str("reason"), Level: &level,
+		Description: str("description"), Owner: str("owner"), Runbook: str("runbook"),
+		MaxStaleness: str("max_staleness"), MaxOn: str("max_on"), ExpiryPolicy: str("expiry_policy"),
+	}
+	if fallback == nil {
+		fallback = json.RawMessage("null")
+	}
+	pt.Fallback = &fallback
+	if err := fp.err(); err != nil {
+		h.switchPage(c, 0, "edit", err)
+		return
+	}
+	_, rc, err := h.svc.PatchSwitch(c, actor(c), app, name, pt)
+	if err != nil {
+		h.switchPage(c, 0, "edit", err)
+		return
+	}
+	redirect(c, switchURL(app, name), "Saved "+app+"/"+name+"."+receiptNote(rc))
+}
+
+func (h *handler) rollback(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	fp := &formParser{c: c}
+	id := fp.int64Ptr("event")
+	form := "rollback:" + fp.str("event")
+	if id == nil {
+		h.switchPage(c, 0, form, errors.Join(fp.err(), &server.ValidationError{Fields: []*server.FieldError{{Field: "event", Msg: "is required"}}}))
+		return
+	}
+	_, rc, err := h.svc.RollbackSwitch(c, actor(c), app, name, *id, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	if err != nil {
+		h.switchPage(c, 0, form, err)
+		return
+	}
+	redirect(c, switchURL(app, name), "Rolled "+app+"/"+name+" back to its state after event #"+fp.str("event")+"."+receiptNote(rc))
+}
+
+func (h *handler) deleteSwitch(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	fp := &formParser{c: c}
+	rc, err := h.svc.DeleteSwitch(c, actor(c), app, name, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	if err != nil {
+		h.switchPage(c, 0, "delete", err)
+		return
+	}
+	redirect(c, Prefix+"/switches?app="+url.QueryEscape(app), "Deleted "+app+"/"+name+"."+receiptNote(rc))
+}

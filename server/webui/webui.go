@@ -1,0 +1,416 @@
+package webui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/web"
+)
+
+// Prefix is where the web UI is mounted.
+const Prefix = "/ui"
+
+// Options tune the web UI.
+type Options struct {
+	// SessionTTL is the absolute lifetime of a session (default 12h).
+	SessionTTL time.Duration
+	// IdleTimeout ends a session unused for this long (default 1h).
+	IdleTimeout time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.SessionTTL <= 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.IdleTimeout <= 0 {
+		o.IdleTimeout = time.Hour
+	}
+}
+
+// Mount adds the web UI with default options; it has the console.Mount
+// signature.
+func Mount(r *gin.Engine, c *console.Console) { MountWith(Options{})(r, c) }
+
+// MountWith returns a console.Mount with the given options.
+func MountWith(o Options) console.Mount {
+	o.defaults()
+	return func(r *gin.Engine, c *console.Console) {
+		h := &handler{
+			svc: c.Service, db: c.DB, etcd: c.Etcd, ns: c.Config.Namespace, opts: o,
+			pages: parseTemplates(), log: slog.Default(),
+		}
+		h.sessions = &sessions{db: c.DB, ttl: o.SessionTTL, idle: o.IdleTimeout}
+		h.hub = newHub(c.Etcd, wire.NamespacePrefix(c.Config.Namespace))
+		go h.hub.run()
+		h.routes(r)
+	}
+}
+
+// handler serves every page.
+type handler struct {
+	svc      *server.Service
+	db       *gorm.DB
+	etcd     *clientv3.Client
+	ns       string
+	opts     Options
+	pages    map[string]*template.Template
+	sessions *sessions
+	hub      *hub
+	log      *slog.Logger
+}
+
+func (h *handler) routes(r *gin.Engine) {
+	static, _ := fs.Sub(web.FS, "static")
+	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, Prefix+"/") })
+	ui := r.Group(Prefix, securityHeaders)
+	ui.StaticFS("/static", http.FS(static))
+	ui.GET("/login", h.loginPage)
+	ui.POST("/login", h.login)
+
+	in := ui.Group("", h.sessions.require, h.sessions.csrf)
+	in.POST("/logout", h.logout)
+	in.GET("/", h.overview)
+	in.GET("/events", h.events)
+	in.GET("/switches", h.switchList)
+	in.GET("/switches/new", h.newSwitchPage)
+	in.POST("/switches", h.createSwitch)
+	sw := in.Group("/apps/:app/switches/:name")
+	sw.GET("", h.switchDetail)
+	sw.POST("/on", h.turnOn)
+	sw.POST("/off", h.turnOff)
+	sw.POST("/edit", h.editSwitch)
+	sw.POST("/rollback", h.rollback)
+	sw.POST("/delete", h.deleteSwitch)
+	in.GET("/apps/:app/instances", h.instances)
+	in.GET("/instances", h.instances)
+	in.GET("/limits", h.limitList)
+	in.GET("/limits/edit", h.limitPage)
+	in.POST("/limits/save", h.saveLimit)
+	in.POST("/limits/state", h.limitState)
+	in.POST("/limits/delete", h.deleteLimit)
+	in.GET("/audit", h.auditPage)
+	in.GET("/audit/export", h.auditExport)
+	in.GET("/admin", h.adminPage)
+	in.POST("/admin/users", h.createUser)
+	in.POST("/admin/users/:username", h.updateUser)
+	in.POST("/admin/tokens", h.createToken)
+	in.POST("/admin/tokens/:id/revoke", h.revokeToken)
+}
+
+// securityHeaders keeps pages out of frames and scripts to our own origin.
+func securityHeaders(c *gin.Context) {
+	hd := c.Writer.Header()
+	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Referrer-Policy", "same-origin")
+	hd.Set("X-Frame-Options", "DENY")
+	c.Next()
+}
+
+// page is what every template receives.
+type page struct {
+	Title  string
+	Nav    string
+	User   *server.User
+	CSRF   string
+	Flash  string
+	Path   string
+	Apps   []string
+	Data   any
+	Form   string            // the form that failed, if any
+	Errors map[string]string // field errors of that form
+	Error  string            // the form's error that names no field
+	Values url.Values        // what was submitted, to refill the form
+}
+
+// Err returns the error of field in form, if that form failed. A field
+// "percent" also matches "rollout.percent".
+func (p *page) Err(form, field string) string {
+	if p.Form != form {
+		return ""
+	}
+	if m, ok := p.Errors[field]; ok {
+		return m
+	}
+	for k, m := range p.Errors {
+		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") {
+			return m
+		}
+	}
+	return ""
+}
+
+// FormErr returns the error of form that names no field.
+func (p *page) FormErr(form string) string {
+	if p.Form != form {
+		return ""
+	}
+	return p.Error
+}
+
+// Val returns the submitted value of field when form failed, else def.
+func (p *page) Val(form, field string, def any) string {
+	if p.Form == form && p.Values != nil {
+		if _, ok := p.Values[field]; ok {
+			return p.Values.Get(field)
+		}
+	}
+	if def == nil {
+		return ""
+	}
+	return fmt.Sprint(def)
+}
+
+// CanWrite reports whether the signed-in user may change app.
+func (p *page) CanWrite(app string) bool { return p.User != nil && p.User.Actor().CanWrite(app) }
+
+// IsAdmin reports whether the signed-in user is an admin.
+func (p *page) IsAdmin() bool { return p.User != nil && p.User.Role == server.RoleAdmin }
+
+var funcs = template.FuncMap{
+	"ago": func(t any) string {
+		tm, ok := timeOf(t)
+		if !ok {
+			return "—"
+		}
+		return human(time.Since(tm)) + " ago"
+	},
+	"until": func(t any) string {
+		tm, ok := timeOf(t)
+		if !ok {
+			return "never"
+		}
+		d := time.Until(tm)
+		if d < 0 {
+			return "expired " + human(-d) + " ago"
+		}
+		return "in " + human(d)
+	},
+	"stamp": func(t any) string {
+		tm, ok := timeOf(t)
+		if !ok {
+			return ""
+		}
+		return tm.UTC().Format("2006-01-02 15:04:05 UTC")
+	},
+	"pct": func(f float64) string {
+		if f == math.Trunc(f) {
+			return fmt.Sprintf("%.0f %%", f)
+		}
+		return fmt.Sprintf("%.2f %%", f)
+	},
+	"num": func(f float64) string {
+		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
+	},
+	"levelName": func(l wire.Level) string { return l.Label() },
+	"dangerous": needsConfirm,
+	"join":      strings.Join,
+	"pretty": func(s string) string {
+		var b bytes.Buffer
+		if json.Indent(&b, []byte(s), "", "  ") != nil {
+			return s
+		}
+		return b.String()
+	},
+	"levels": func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
+	"kinds":  func() []string { return wire.LimitKinds },
+	"eq2":    func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"query":  func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
+	"args": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[fmt.Sprint(kv[i])] = kv[i+1]
+		}
+		return m
+	},
+	"actions": func() []string {
+		return []string{"switch.create", "switch.update", "switch.on", "switch.off", "switch.rollback", "switch.delete",
+			"limit.create", "limit.update", "limit.on", "limit.off", "limit.delete",
+			"user.create", "user.update", "user.password", "token.create", "token.revoke"}
+	},
+	"targetURL": func(target string) string {
+		if rest, ok := strings.CutPrefix(target, "switch/"); ok {
+			if app, name, ok := strings.Cut(rest, "/"); ok {
+				return switchURL(app, name)
+			}
+		}
+		if rest, ok := strings.CutPrefix(target, "limit/"); ok {
+			if app, res, ok := strings.Cut(rest, "/"); ok {
+				return limitURL(app, res)
+			}
+		}
+		return ""
+	},
+	"pathEsc": func(s string) string {
+		return url.PathEscape(s)
+	},
+}
+
+func queryString(kv ...string) string {
+	q := url.Values{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] != "" {
+			q.Set(kv[i], kv[i+1])
+		}
+	}
+	return q.Encode()
+}
+
+func timeOf(t any) (time.Time, bool) {
+	switch v := t.(type) {
+	case time.Time:
+		return v, !v.IsZero()
+	case *time.Time:
+		if v == nil || v.IsZero() {
+			return time.Time{}, false
+		}
+		return *v, true
+	}
+	return time.Time{}, false
+}
+
+// human formats a duration coarsely: "45s", "12m", "3h 5m", "4d 2h".
+func human(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh %dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// needsConfirm says whether turning a switch on needs a second click: L4
+// and L5 stop writes, and 100 % reaches everyone.
+func needsConfirm(level wire.Level, percent float64) bool {
+	return level == wire.L4 || level == wire.L5 || percent >= 100
+}
+
+// parseTemplates builds one template set per page: layout.html and
+// partials.html plus the page's own file.
+func parseTemplates() map[string]*template.Template {
+	base := template.Must(template.New("").Funcs(funcs).ParseFS(web.FS, "templates/layout.html", "templates/partials.html"))
+	names, err := fs.Glob(web.FS, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]*template.Template{}
+	for _, n := range names {
+		name := path.Base(n)
+		if name == "layout.html" || name == "partials.html" {
+			continue
+		}
+		out[strings.TrimSuffix(name, ".html")] = template.Must(template.Must(base.Clone()).ParseFS(web.FS, n))
+	}
+	return out
+}
+
+// render writes a page with status.
+func (h *handler) render(c *gin.Context, status int, name string, p *page) {
+	t, ok := h.pages[name]
+	if !ok {
+		panic("webui: no template " + name)
+	}
+	if u, ok := c.Get(ctxUser); ok {
+		p.User = u.(*server.User)
+	}
+	if s, ok := c.Get(ctxSession); ok {
+		p.CSRF = s.(*session).CSRFToken
+	}
+	p.Path = c.Request.URL.Path
+	if p.Flash == "" {
+		p.Flash = takeFlash(c)
+	}
+	if p.Apps == nil && p.User != nil {
+		p.Apps = h.apps(c)
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		h.log.Error("webui: render", "page", name, "err", err)
+		c.String(http.StatusInternalServerError, "internal error rendering the page")
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// apps lists every app that has a switch or a limit rule.
+func (h *handler) apps(c *gin.Context) []string {
+	set := map[string]bool{}
+	if sws, err := h.svc.ListSwitches(c, ""); err == nil {
+		for _, s := range sws {
+			set[s.App] = true
+		}
+	}
+	if ls, err := h.svc.ListLimits(c, ""); err == nil {
+		for _, l := range ls {
+			set[l.App] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// flash messages survive one redirect in a short-lived cookie.
+const flashCookie = "sy_flash"
+
+func setFlash(c *gin.Context, msg string) {
+	http.SetCookie(c.Writer, &http.Cookie{
+		Name: flashCookie, Value: url.QueryEscape(msg), Path: Prefix, MaxAge: 30,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: isTLS(c),
+	})
+}
+
+func takeFlash(c *gin.Context) string {
+	ck, err := c.Request.Cookie(flashCookie)
+	if err != nil {
+		return ""
+	}
+	http.SetCookie(c.Writer, &http.Cookie{Name: flashCookie, Path: Prefix, MaxAge: -1})
+	msg, _ := url.QueryUnescape(ck.Value)
+	return msg
+}
+
+// redirect answers a successful form post (post/redirect/get).
+func redirect(c *gin.Context, to, flash string) {
+	if flash != "" {
+		setFlash(c, flash)
+	}
+	c.Redirect(http.StatusSeeOther, to)
+}
+
+// receiptNote says whether a change already reached etcd.
+func receiptNote(rc server.Receipt) string {
+	if rc.Published {
+		return fmt.Sprintf(" Published to etcd at revision %d.", rc.Revision)
+	}
+	return " Saved; not yet published to etcd (the outbox will retry)."
+}
+
+func isTLS(c *gin.Context) bool {
+	return c.Request.TLS != nil || strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
+}

@@ -1,0 +1,119 @@
+// Switchyard console: live regions, small form helpers. No build step.
+(function () {
+  "use strict";
+
+  // ---- Live updates: an event stream says "something changed"; the page
+  // fetches itself and swaps every [data-live] region that is not in use.
+  var liveURL = document.body.getAttribute("data-live-url");
+  var statusEl = document.getElementById("live-status");
+  var pending = false, inflight = false, last = 0;
+
+  function setStatus(ok) {
+    if (!statusEl) return;
+    statusEl.textContent = ok ? "● live" : "○ reconnecting";
+    statusEl.className = ok ? "live" : "live off";
+  }
+
+  // busy: the user is typing in, or has opened a form inside, the region.
+  function busy(el) {
+    var a = document.activeElement;
+    if (a && a !== document.body && el.contains(a) && a.matches("input, textarea, select")) return true;
+    return el.querySelector("details[open]") !== null;
+  }
+
+  function refresh() {
+    if (inflight) { pending = true; return; }
+    inflight = true; pending = false; last = Date.now();
+    fetch(location.href, { headers: { "X-Live": "1" }, credentials: "same-origin" })
+      .then(function (res) {
+        if (res.redirected || !res.ok) throw new Error("status " + res.status);
+        return res.text();
+      })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-live]").forEach(function (el) {
+          var fresh = doc.getElementById(el.id);
+          if (!fresh) return;
+          if (busy(el)) { pending = true; return; }
+          el.replaceWith(document.importNode(fresh, true));
+        });
+        document.dispatchEvent(new CustomEvent("sy:refreshed"));
+      })
+      .catch(function () {})
+      .then(function () {
+        inflight = false;
+        if (pending) setTimeout(refresh, 300);
+      });
+  }
+
+  function schedule() {
+    // At most one refresh per 250 ms, so a burst of acks costs one fetch.
+    var wait = Math.max(0, 250 - (Date.now() - last));
+    if (!schedule.timer) schedule.timer = setTimeout(function () { schedule.timer = null; refresh(); }, wait);
+  }
+
+  if (liveURL && window.EventSource) {
+    var es = new EventSource(liveURL);
+    es.addEventListener("change", schedule);
+    es.onopen = function () { setStatus(true); };
+    es.onerror = function () { setStatus(false); };
+    // A region skipped while busy is refreshed once the user leaves it.
+    document.addEventListener("focusout", function () { if (pending) setTimeout(refresh, 200); });
+    document.addEventListener("toggle", function (e) {
+      if (pending && e.target.tagName === "DETAILS" && !e.target.open) refresh();
+    }, true);
+  }
+
+  // ---- Opening a quick form puts the cursor in its reason field.
+  document.addEventListener("toggle", function (e) {
+    var d = e.target;
+    if (d.tagName !== "DETAILS" || !d.open) return;
+    var input = d.querySelector("input[name=reason]");
+    if (input) input.focus();
+  }, true);
+
+  // ---- JSON editor: say at once whether the fallback parses.
+  function checkJSON(ta) {
+    var msg = "";
+    if (ta.value.trim() !== "") {
+      try { JSON.parse(ta.value); } catch (err) { msg = "Not valid JSON: " + err.message; }
+    }
+    ta.setCustomValidity(msg);
+    ta.setAttribute("aria-invalid", msg ? "true" : "false");
+    var out = ta.closest("label").nextElementSibling;
+    if (out && out.classList.contains("json-error")) { out.textContent = msg; out.hidden = !msg; }
+  }
+  document.addEventListener("input", function (e) {
+    if (e.target.matches("textarea[data-json]")) checkJSON(e.target);
+  });
+
+  // ---- Show only the fields that apply: per level, per limit kind.
+  function syncLevel(form) {
+    var sel = form.querySelector("select.level-select");
+    if (!sel) return;
+    form.querySelectorAll("[data-level]").forEach(function (el) {
+      if (el.tagName === "FORM") return;
+      el.hidden = el.getAttribute("data-level") !== sel.value;
+    });
+  }
+  function syncKind(form) {
+    var sel = form.querySelector("select#kind");
+    if (!sel) return;
+    form.querySelectorAll("fieldset.kind-params").forEach(function (fs) {
+      var on = fs.getAttribute("data-kind") === sel.value;
+      fs.hidden = !on;
+      fs.disabled = !on;
+    });
+  }
+  function syncAll() {
+    document.querySelectorAll("form").forEach(function (f) { syncLevel(f); syncKind(f); });
+  }
+  document.addEventListener("change", function (e) {
+    var f = e.target.form;
+    if (!f) return;
+    if (e.target.matches("select.level-select")) syncLevel(f);
+    if (e.target.matches("select#kind")) syncKind(f);
+  });
+  syncAll();
+  document.addEventListener("sy:refreshed", syncAll);
+})();

@@ -1,0 +1,11 @@
+// Package web holds the console's HTML templates and static assets,
+// embedded in the binary so that running the console needs no Node build.
+// It contains no Go logic; server/webui renders and serves these files.
+package web
+
+import "embed"
+
+// FS holds templates/*.html and static/*.
+//
+//go:embed templates/*.html static/*
+var FS embed.FS
