@@ -14,18 +14,13 @@ import (
 // LimitRule is a limit rule as stored in the database. Spec holds the
 // kind-specific parameters and options as the JSON of a wire.LimitRule.
 type LimitRule struct {
-	ID          int64 `gorm:"primaryKey"`
+	Record
 	App         string
 	Resource    string
 	Kind        string
 	State       string // "on": published and enforced; "off": withdrawn
 	Spec        string
 	Description string
-	Version     int64
-	Reason      string
-	UpdatedBy   string
-	UpdatedAt   time.Time
-	CreatedAt   time.Time
 }
 
 // TableName pins the table name.
@@ -33,6 +28,19 @@ func (LimitRule) TableName() string { return "limit_rules" }
 
 // Target is how the audit log names the rule.
 func (r *LimitRule) Target() string { return "limit/" + r.App + "/" + r.Resource }
+
+func (r *LimitRule) describe() any { return r.View() }
+
+func (*LimitRule) nameColumn() string { return "resource" }
+
+// validate checks the stored parameters and description.
+func (r *LimitRule) validate() error {
+	if len(r.Description) > maxDescriptionLen {
+		return invalid("description", "must be at most 2000 characters")
+	}
+	w := r.Wire()
+	return validateLimit(w)
+}
 
 // Wire returns the value published to etcd.
 func (r *LimitRule) Wire() *wire.LimitRule {

@@ -218,7 +218,7 @@ func (p *Publisher) desired(ctx context.Context, k entityKey) ([]byte, error) {
 	db := p.db.WithContext(ctx)
 	switch k.kind {
 	case outboxSwitch:
-		sw, err := loadSwitch(db, k.app, k.name)
+		sw, err := load[Switch](db, k.app, k.name)
 		if errors.Is(err, ErrNotFound) {
 			return nil, nil
 		}
@@ -227,7 +227,7 @@ func (p *Publisher) desired(ctx context.Context, k entityKey) ([]byte, error) {
 		}
 		return json.Marshal(sw.Wire())
 	case outboxLimit:
-		r, err := loadLimit(db, k.app, k.name)
+		r, err := load[LimitRule](db, k.app, k.name)
 		if errors.Is(err, ErrNotFound) || (err == nil && r.State != "on") {
 			return nil, nil
 		}

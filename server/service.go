@@ -159,96 +159,25 @@ func (s *Service) ListSwitches(ctx context.Context, app string) ([]Switch, error
 
 // GetSwitch returns one switch.
 func (s *Service) GetSwitch(ctx context.Context, app, name string) (*Switch, error) {
-	var sw Switch
-	if err := s.db.WithContext(ctx).Where("app = ? AND name = ?", app, name).Take(&sw).Error; err != nil {
-		return nil, mapDBError(err)
-	}
-	return &sw, nil
-}
-
-func loadSwitch(tx *gorm.DB, app, name string) (*Switch, error) {
-	var sw Switch
-	if err := tx.Where("app = ? AND name = ?", app, name).Take(&sw).Error; err != nil {
-		if errors.Is(err, gorm.ErrRecordNotFound) {
-			return nil, fmt.Errorf("%w: switch %s/%s", ErrNotFound, app, name)
-		}
-		return nil, err
-	}
-	return &sw, nil
+	sw, err := load[Switch](s.db.WithContext(ctx), app, name)
+	return sw, mapDBError(err)
 }
 
 // CreateSwitch creates a switch in state off.
 func (s *Service) CreateSwitch(ctx context.Context, a Actor, app string, in SwitchInput) (*Switch, Receipt, error) {
-	var sw *Switch
-	rc, err := s.commit(ctx, change{
-		actor: a, action: "switch.create", reason: in.Reason, kind: outboxSwitch, app: app, name: in.Name,
-		apply: func(tx *gorm.DB) (_ string, _, _ any, err error) {
-			if sw, err = newSwitch(app, &in); err != nil {
-				return "", nil, nil, err
-			}
-			if err := sw.validate(); err != nil {
-				return "", nil, nil, err
-			}
-			now := s.now()
-			sw.Version, sw.Reason, sw.UpdatedBy, sw.UpdatedAt, sw.CreatedAt = 1, strings.TrimSpace(in.Reason), a.Name, now, now
-			if err := tx.Create(sw).Error; err != nil {
-				return "", nil, nil, err
-			}
-			return sw.Target(), nil, sw.View(), nil
-		},
+	return create(s, ctx, a, outboxSwitch, app, in.Name, "switch.create", in.Reason, func() (*Switch, error) {
+		return newSwitch(app, &in)
 	})
-	if errors.Is(err, ErrAlreadyExists) {
-		err = fmt.Errorf("%w: switch %s/%s", ErrAlreadyExists, app, in.Name)
-	}
-	if err != nil {
-		return nil, rc, err
-	}
-	return sw, rc, nil
 }
 
-// updateSwitch loads a switch, lets mutate change it, validates, and writes
-// it back guarded by its version.
+// updateSwitch is update for switches.
 func (s *Service) updateSwitch(ctx context.Context, a Actor, app, name, action, reason string, expected *int64, mutate func(sw *Switch) error) (*Switch, Receipt, error) {
-	var out *Switch
-	rc, err := s.commit(ctx, change{
-		actor: a, action: action, reason: reason, kind: outboxSwitch, app: app, name: name,
-		apply: func(tx *gorm.DB) (string, any, any, error) {
-			cur, err := loadSwitch(tx, app, name)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			next := *cur
-			if err := mutate(&next); err != nil {
-				return "", nil, nil, err
-			}
-			if err := next.validate(); err != nil {
-				return "", nil, nil, err
-			}
-			if err := checkVersion(expected, cur.Version); err != nil {
-				return "", nil, nil, err
-			}
-			next.Version = cur.Version + 1
-			next.Reason, next.UpdatedBy, next.UpdatedAt = strings.TrimSpace(reason), a.Name, s.now()
-			res := tx.Model(&Switch{}).Where("id = ? AND version = ?", cur.ID, cur.Version).
-				Select("*").Omit("id", "created_at").Updates(&next)
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: switch %s/%s changed concurrently", ErrConflict, app, name)
-			}
-			out = &next
-			return next.Target(), cur.View(), next.View(), nil
-		},
-	})
-	return out, rc, err
+	return update(s, ctx, a, outboxSwitch, app, name, action, reason, expected, mutate)
 }
 
 // PatchSwitch changes descriptive and per-level fields.
 func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p SwitchPatch) (*Switch, Receipt, error) {
-	return s.updateSwitch(ctx, a, app, name, "switch.update", p.Reason, p.Version, func(sw *Switch) error {
-		return p.apply(sw)
-	})
+	return s.updateSwitch(ctx, a, app, name, "switch.update", p.Reason, p.Version, p.apply)
 }
 
 // TurnOn puts a switch on, optionally with a new rollout, and sets its
@@ -278,24 +207,5 @@ func (s *Service) TurnOff(ctx context.Context, a Actor, app, name string, t Togg
 
 // DeleteSwitch deletes a switch; its etcd key is removed by the publisher.
 func (s *Service) DeleteSwitch(ctx context.Context, a Actor, app, name string, c Change) (Receipt, error) {
-	return s.commit(ctx, change{
-		actor: a, action: "switch.delete", reason: c.Reason, kind: outboxSwitch, app: app, name: name,
-		apply: func(tx *gorm.DB) (string, any, any, error) {
-			cur, err := loadSwitch(tx, app, name)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			if err := checkVersion(c.Version, cur.Version); err != nil {
-				return "", nil, nil, err
-			}
-			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Switch{})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: switch %s/%s changed concurrently", ErrConflict, app, name)
-			}
-			return cur.Target(), cur.View(), nil, nil
-		},
-	})
+	return remove[Switch](s, ctx, a, outboxSwitch, app, name, "switch.delete", c)
 }

@@ -28,7 +28,7 @@ const (
 
 // Switch is a degradation switch as stored in the database.
 type Switch struct {
-	ID                int64 `gorm:"primaryKey"`
+	Record
 	App               string
 	Name              string
 	Level             wire.Level
@@ -45,11 +45,6 @@ type Switch struct {
 	ExpiryPolicy      string
 	ExpiresAt         *time.Time
 	TurnedOnAt        *time.Time
-	Version           int64
-	Reason            string
-	UpdatedBy         string
-	UpdatedAt         time.Time
-	CreatedAt         time.Time
 }
 
 // TableName pins the table name.
@@ -57,6 +52,10 @@ func (Switch) TableName() string { return "switches" }
 
 // Target is how the audit log names the switch.
 func (s *Switch) Target() string { return "switch/" + s.App + "/" + s.Name }
+
+func (s *Switch) describe() any { return s.View() }
+
+func (*Switch) nameColumn() string { return "name" }
 
 // Rollout returns the rollout as published.
 func (s *Switch) Rollout() wire.Rollout {

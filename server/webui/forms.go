@@ -58,6 +58,11 @@ func (h *handler) fail(c *gin.Context, name string, p *page, form string, err er
 	if f.Status == http.StatusInternalServerError {
 		h.log.Error("webui: change failed", "path", c.Request.URL.Path, "err", err)
 	}
+	if f.Status == http.StatusForbidden {
+		// A forged or stale form of someone without the right: the form
+		// itself is not on their page, so the page says it.
+		form = "page"
+	}
 	p.Form, p.Errors, p.Error = form, f.Fields, f.Msg
 	if p.Values == nil {
 		_ = c.Request.ParseForm()

@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Record is the bookkeeping every versioned entity carries (embedded so
+// gorm maps its columns).
+type Record struct {
+	ID        int64 `gorm:"primaryKey"`
+	Version   int64 // optimistic concurrency: +1 on every change
+	Reason    string
+	UpdatedBy string
+	UpdatedAt time.Time
+	CreatedAt time.Time
+}
+
+func (r *Record) base() *Record { return r }
+
+// versioned is a stored entity the change path creates, updates and
+// deletes: switches and limit rules.
+type versioned interface {
+	base() *Record
+	Target() string
+	describe() any      // the API view recorded in audit events
+	nameColumn() string // the column that names it within its app
+	validate() error
+}
+
+// entity constrains P to be a pointer to T implementing versioned.
+type entity[T any] interface {
+	*T
+	versioned
+}
+
+// load reads one entity of an app by name, or ErrNotFound.
+func load[T any, P entity[T]](tx *gorm.DB, app, name string) (P, error) {
+	e := P(new(T))
+	if err := tx.Where("app = ? AND "+e.nameColumn()+" = ?", app, name).Take(e).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, fmt.Errorf("%w: %s/%s", ErrNotFound, app, name)
+		}
+		return nil, err
+	}
+	return e, nil
+}
+
+// create validates and inserts a new entity as version 1.
+func create[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action, reason string, build func() (P, error)) (P, Receipt, error) {
+	var out P
+	rc, err := s.commit(ctx, change{
+		actor: a, action: action, reason: reason, kind: kind, app: app, name: name,
+		apply: func(tx *gorm.DB) (_ string, _, _ any, err error) {
+			if out, err = build(); err != nil {
+				return "", nil, nil, err
+			}
+			if err := out.validate(); err != nil {
+				return "", nil, nil, err
+			}
+			now := s.now()
+			*out.base() = Record{Version: 1, Reason: strings.TrimSpace(reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
+			if err := tx.Create(out).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return out.Target(), nil, out.describe(), nil
+		},
+	})
+	if errors.Is(err, ErrAlreadyExists) {
+		err = fmt.Errorf("%w: %s/%s", ErrAlreadyExists, app, name)
+	}
+	if err != nil {
+		return nil, rc, err
+	}
+	return out, rc, nil
+}
+
+// update loads an entity, lets mutate change a copy, validates it and
+// writes it back guarded by its version: a stale expected version or a
+// concurrent writer gives ErrConflict.
+func update[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action, reason string, expected *int64, mutate func(P) error) (P, Receipt, error) {
+	var out P
+	rc, err := s.commit(ctx, change{
+		actor: a, action: action, reason: reason, kind: kind, app: app, name: name,
+		apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := load[T, P](tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			next := P(new(T))
+			*next = *cur
+			if err := mutate(next); err != nil {
+				return "", nil, nil, err
+			}
+			if err := next.validate(); err != nil {
+				return "", nil, nil, err
+			}
+			old := cur.base()
+			if err := checkVersion(expected, old.Version); err != nil {
+				return "", nil, nil, err
+			}
+			rec := next.base()
+			rec.Version, rec.Reason, rec.UpdatedBy, rec.UpdatedAt = old.Version+1, strings.TrimSpace(reason), a.Name, s.now()
+			res := tx.Model(P(new(T))).Where("id = ? AND version = ?", old.ID, old.Version).
+				Select("*").Omit("id", "created_at").Updates(next)
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+			}
+			out = next
+			return next.Target(), cur.describe(), next.describe(), nil
+		},
+	})
+	return out, rc, err
+}
+
+// remove deletes an entity guarded by its version.
+func remove[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action string, c Change) (Receipt, error) {
+	return s.commit(ctx, change{
+		actor: a, action: action, reason: c.Reason, kind: kind, app: app, name: name,
+		apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := load[T, P](tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			old := cur.base()
+			if err := checkVersion(c.Version, old.Version); err != nil {
+				return "", nil, nil, err
+			}
+			res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+			}
+			return cur.Target(), cur.describe(), nil, nil
+		},
+	})
+}

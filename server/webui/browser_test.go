@@ -1,0 +1,246 @@
+package webui_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/console"
+)
+
+// chromiumPath finds Debian's chromium. Without it the browser tests fail
+// in CI (CI=true) and are skipped elsewhere.
+func chromiumPath(t testing.TB) string {
+	for _, p := range []string{os.Getenv("SWITCHYARD_CHROMIUM"), "/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("browser tests need Chromium: apt-get install -y chromium (or set SWITCHYARD_CHROMIUM)")
+	}
+	t.Skip("chromium not installed; browser tests skipped outside CI")
+	return ""
+}
+
+// browser starts one headless Chromium for the test and returns a context
+// whose tabs share it. Sessions get their own browser contexts (cookies).
+func browser(t testing.TB) context.Context {
+	path := chromiumPath(t)
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 800),
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(func() { cancelRoot(); cancelAlloc() })
+	if err := chromedp.Do(root, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return root
+}
+
+// session is one signed-in person in their own browser context.
+type session struct {
+	t      testing.TB
+	ctx    context.Context
+	base   string
+	clicks int
+}
+
+func newSession(t testing.TB, root context.Context, c *console.Console) *session {
+	ctx, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+	t.Cleanup(cancel)
+	return &session{t: t, ctx: ctx, base: c.URL()}
+}
+
+// do runs steps with a timeout and fails the test on error.
+func (s *session) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		s.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// click is a counted mouse click.
+func (s *session) click(sel string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		s.clicks++
+		_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
+		return err
+	})
+}
+
+func (s *session) eval(expr string) string {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		s.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+func (s *session) signIn(user, pw string) {
+	s.t.Helper()
+	s.do("sign in as "+user,
+		chromedp.Navigate(s.base+"/ui/login"),
+		chromedp.SendKeys(chromedp.CSS("#username"), user),
+		chromedp.SendKeys(chromedp.CSS("#password"), pw),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#live-status`)),
+	)
+}
+
+// TestBrowser drives the console in real headless Chromium: sign in,
+// create a switch, turn it on at 25 %, see it on the Overview and, live, in
+// a second session; roll it back from the history; a viewer sees no
+// controls; and the 3-click path to 100 %.
+func TestBrowser(t *testing.T) {
+	root := browser(t)
+	c := startConsole(t)
+	ctx := context.Background()
+	vpw := mustCreateUser(t, c, "vera", server.RoleViewer)
+	op := newSession(t, root, c)
+	viewer := newSession(t, root, c)
+
+	t.Run("sign in and create a switch", func(t *testing.T) {
+		op.t = t
+		op.signIn("admin", bootstrapToken) // first sign-in creates the admin user
+		op.do("create switch",
+			chromedp.Navigate(op.base+"/ui/switches/new"),
+			chromedp.SendKeys(chromedp.CSS(`#new-switch input[name=app]`), "checkout"),
+			chromedp.SendKeys(chromedp.CSS(`#new-switch input[name=name]`), "recommend"),
+			chromedp.SendKeys(chromedp.CSS(`#new-switch textarea[name=description]`), "Personalised recommendations on the cart page"),
+			chromedp.SendKeys(chromedp.CSS(`#new-switch input[name=owner]`), "team-growth"),
+			chromedp.SendKeys(chromedp.CSS(`#new-switch input[name=reason]`), "new switch for the recommender"),
+			chromedp.Click(chromedp.CSS(`#new-switch button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#turn-on`)),
+		)
+		if _, err := c.Service.GetSwitch(ctx, "checkout", "recommend"); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("viewer watches the overview", func(t *testing.T) {
+		viewer.t = t
+		viewer.signIn("vera", vpw)
+		viewer.eval(`window.__noReload = "still here"; ""`)
+		if got := viewer.eval(`document.querySelector("main").innerText`); !strings.Contains(got, "Nothing is degraded") {
+			t.Fatalf("overview before: %q", got)
+		}
+	})
+
+	t.Run("turn on at 25% and see it live elsewhere", func(t *testing.T) {
+		op.t, viewer.t = t, t
+		seen := make(chan time.Duration, 1)
+		start := time.Now()
+		go func() {
+			wctx, cancel := context.WithTimeout(viewer.ctx, 10*time.Second)
+			defer cancel()
+			_, err := chromedp.Run(wctx, chromedp.Poll[bool](`document.getElementById("on-checkout-recommend") !== null`, chromedp.WithPollingInterval(20*time.Millisecond)))
+			if err == nil {
+				seen <- time.Since(start)
+			}
+			close(seen)
+		}()
+		op.do("turn on at 25%",
+			chromedp.SendKeys(chromedp.CSS(`#on-reason`), "INC-42 recommender slow"),
+			chromedp.SetValue(chromedp.CSS(`#turn-on input[name=percent]`), "25"),
+			chromedp.Click(chromedp.CSS(`#turn-on button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+		)
+		committed := time.Since(start)
+		d, ok := <-seen
+		if !ok {
+			t.Fatal("the viewer's overview did not show the switch without a reload")
+		}
+		t.Logf("operator's change committed after %v; the other session showed it after %v", committed, d)
+		if d-committed > time.Second {
+			t.Errorf("live update took %v after the commit, want ≤ 1s", d-committed)
+		}
+		if viewer.eval(`window.__noReload || ""`) != "still here" {
+			t.Error("the viewer's page was reloaded")
+		}
+		row := viewer.eval(`document.getElementById("on-checkout-recommend").innerText`)
+		for _, want := range []string{"recommend", "L3", "25 %", "admin", "INC-42 recommender slow"} {
+			if !strings.Contains(row, want) {
+				t.Errorf("overview row %q lacks %q", row, want)
+			}
+		}
+		op.do("operator's overview", chromedp.Navigate(op.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#on-checkout-recommend`)))
+	})
+
+	t.Run("viewer sees no controls", func(t *testing.T) {
+		viewer.t = t
+		for _, p := range []string{"/ui/", "/ui/switches", "/ui/apps/checkout/switches/recommend", "/ui/limits"} {
+			viewer.do("open "+p, chromedp.Navigate(viewer.base+p), chromedp.WaitVisible(chromedp.CSS(`main`)))
+			n := viewer.eval(`String(document.querySelectorAll('form[method=post]:not([action="/ui/logout"]), details.quick, details.rollback, a[href$="/new"]').length)`)
+			if n != "0" {
+				t.Errorf("viewer sees %s controls on %s", n, p)
+			}
+		}
+	})
+
+	t.Run("roll back from the history", func(t *testing.T) {
+		op.t = t
+		op.do("open the switch", chromedp.Navigate(op.base+"/ui/apps/checkout/switches/recommend"), chromedp.WaitVisible(chromedp.CSS(`ol.history`)))
+		// The oldest event is the creation: the switch was off.
+		op.do("roll back to the creation",
+			chromedp.Click(chromedp.CSS(`ol.history > li:last-child details.rollback summary`)),
+			chromedp.SendKeys(chromedp.CSS(`ol.history > li:last-child details.rollback input[name=reason]`), "recommender recovered"),
+			chromedp.Click(chromedp.CSS(`ol.history > li:last-child details.rollback button[type=submit]`)),
+			chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+		)
+		sw, _ := c.Service.GetSwitch(ctx, "checkout", "recommend")
+		if sw.State != wire.StateOff {
+			t.Errorf("after rollback the switch is %s", sw.State)
+		}
+		if top := op.eval(`document.querySelector("ol.history > li").innerText`); !strings.Contains(top, "switch.rollback") || !strings.Contains(top, "recommender recovered") {
+			t.Errorf("newest history entry: %q", top)
+		}
+	})
+
+	t.Run("three clicks to 100 percent", func(t *testing.T) {
+		op.t = t
+		if _, _, err := c.Service.CreateSwitch(ctx, admin, "search", server.SwitchInput{Name: "ads", Level: wire.L4, Reason: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+		op.do("open the switch list", chromedp.Navigate(op.base+"/ui/switches?app=search"), chromedp.WaitVisible(chromedp.CSS(`#quick-search-ads`)))
+		op.clicks = 0
+		op.do("click 1: Turn on…", op.click(`#quick-search-ads summary`))
+		if f := op.eval(`document.activeElement.name || ""`); f != "reason" {
+			t.Fatalf("after opening the quick form the focus is on %q, not the reason", f)
+		}
+		op.do("type the reason", chromedp.KeyEvent("INC-77 ad server down"))
+		op.do("click 2: Turn on", op.click(`#quick-search-ads button.primary`), chromedp.WaitVisible(chromedp.CSS(`#confirm`)))
+		if txt := op.eval(`document.querySelector("main").innerText`); !strings.Contains(txt, "every write of the service will fail") || !strings.Contains(txt, "everyone") {
+			t.Errorf("confirmation does not explain L4 at 100 %%: %q", txt)
+		}
+		op.do("click 3: Confirm", op.click(`#confirm`), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+		sw, _ := c.Service.GetSwitch(ctx, "search", "ads")
+		if sw.State != wire.StateOn || sw.Rollout().Percent != 100 || sw.Reason != "INC-77 ad server down" {
+			t.Errorf("switch after the 3-click path: %s at %v%% (%q)", sw.State, sw.Rollout().Percent, sw.Reason)
+		}
+		if op.clicks > 3 {
+			t.Errorf("took %d clicks, want ≤ 3", op.clicks)
+		}
+		t.Logf("on at 100 %% in %d clicks plus typing the reason", op.clicks)
+		_ = kb.Enter
+	})
+}
