@@ -35,7 +35,7 @@ func BenchmarkSwitchOn(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	var on bool
-	for b.Loop() {
+	for i := 0; i < b.N; i++ {
 		on = h.On(ctx)
 	}
 	sink = on
@@ -59,7 +59,7 @@ func BenchmarkSwitchOnKey(b *testing.B) {
 	ctx := WithKey(context.Background(), "tenant-42")
 	b.ReportAllocs()
 	var on bool
-	for b.Loop() {
+	for i := 0; i < b.N; i++ {
 		on = h.On(ctx)
 	}
 	sink = on
@@ -83,7 +83,7 @@ func BenchmarkSwitchByName(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	var on bool
-	for b.Loop() {
+	for i := 0; i < b.N; i++ {
 		on = c.On(ctx, "sw-42")
 	}
 	sink = on

@@ -83,15 +83,20 @@ func (h *Handle) entry() *entry {
 
 // On reports whether the switch is on for this instance or, with
 // stickiness "key", for the request key carried by ctx (see WithKey).
-// It takes no lock and does not allocate.
+// It takes no lock and does not allocate; for instance stickiness it is
+// an atomic load and two field reads, inlined into the caller.
 func (h *Handle) On(ctx context.Context) bool {
+	if e := h.st.Load().at(h.idx); e.fixed {
+		return e.on
+	}
+	return h.slowOn(ctx)
+}
+
+// slowOn answers key stickiness and the fallback chain.
+func (h *Handle) slowOn(ctx context.Context) bool {
 	s := h.st.Load()
 	if h.idx < uint32(len(s.entries)) {
-		e := &s.entries[h.idx]
-		if e.sw != nil {
-			if !e.keyed {
-				return e.on
-			}
+		if e := &s.entries[h.idx]; e.sw != nil {
 			return e.keyOn(ctx)
 		}
 	}
@@ -150,10 +155,10 @@ func (c *Client) On(ctx context.Context, name string) bool {
 	s := c.state.Load()
 	if i, ok := s.index[name]; ok && i < uint32(len(s.entries)) {
 		e := &s.entries[i]
+		if e.fixed {
+			return e.on
+		}
 		if e.sw != nil {
-			if !e.keyed {
-				return e.on
-			}
 			return e.keyOn(ctx)
 		}
 	}

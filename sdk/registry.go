@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -17,28 +16,48 @@ import (
 // in [debounceMin, debounceMin+debounceJitter), so a flip reaching
 // thousands of instances spreads their writes instead of bursting etcd.
 const (
-	debounceMin    = 50 * time.Millisecond
-	debounceJitter = 200 * time.Millisecond
+	debounceMin    = 250 * time.Millisecond
+	debounceJitter = 1000 * time.Millisecond
 )
 
-// registry keeps the lease-bound instance key up to date: it grants a
-// lease, renews it every LeaseTTL/3 (which doubles as the liveness check
-// behind Stale), re-grants and re-registers after the lease is lost, and
-// writes the applied revision after it changes, debounced with jitter.
+// registry keeps the lease-bound instance key up to date. It grants a
+// lease and keeps it alive over one long-lived keepalive stream (renewals
+// every LeaseTTL/3); the renewals double as the liveness check behind
+// Stale. After the lease is lost it grants a new one and registers again.
+// The applied revision is written after it changes, debounced with jitter.
 func (c *Client) registry() {
 	defer c.wg.Done()
-	var lease clientv3.LeaseID
-	dirty := true
-	heartbeat := time.NewTicker(c.cfg.LeaseTTL / 3)
-	defer heartbeat.Stop()
+	var (
+		lease   clientv3.LeaseID
+		kaCh    <-chan *clientv3.LeaseKeepAliveResponse
+		kaStop  context.CancelFunc = func() {}
+		dirty   = true
+		pending bool
+		lastAck = time.Now()
+	)
+	defer func() { kaStop() }()
+	period := c.cfg.LeaseTTL / 3
+	tick := time.NewTicker(period / 2)
+	defer tick.Stop()
 	debounce := time.NewTimer(time.Hour)
 	debounce.Stop()
-	pending := false
 
 	rpc := func(f func(ctx context.Context) error) error {
-		ctx, cancel := context.WithTimeout(c.ctx, min(c.cfg.DialTimeout, c.cfg.LeaseTTL/3))
+		ctx, cancel := context.WithTimeout(c.ctx, min(c.cfg.DialTimeout, period))
 		defer cancel()
 		return f(ctx)
+	}
+	setReachable := func(ok bool, err error) {
+		if c.reachable.Swap(ok) != ok {
+			if ok {
+				c.log.Info("etcd reachable again")
+			} else {
+				c.log.Warn("etcd unreachable, serving last known state", "err", err)
+			}
+		}
+		if ok && c.sessionUp.Load() {
+			c.freshAt.Store(time.Now().UnixNano())
+		}
 	}
 	put := func() {
 		if lease == 0 {
@@ -50,53 +69,37 @@ func (c *Client) registry() {
 			return err
 		})
 		if err != nil {
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				lease = 0
-			}
 			c.log.Debug("instance registry write failed", "err", err)
 			return
 		}
 		dirty = false
 	}
-	beat := func() {
-		var err error
-		if lease != 0 {
-			err = rpc(func(ctx context.Context) error {
-				_, err := c.etcd.KeepAliveOnce(ctx, lease)
-				return err
-			})
-			if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-				c.log.Info("instance lease lost, registering again")
-				lease, dirty, err = 0, true, nil
+	register := func() {
+		var id clientv3.LeaseID
+		err := rpc(func(ctx context.Context) error {
+			g, err := c.etcd.Grant(ctx, int64(c.cfg.LeaseTTL/time.Second))
+			if err == nil {
+				id = g.ID
 			}
-		}
-		if lease == 0 && err == nil {
-			err = rpc(func(ctx context.Context) error {
-				g, err := c.etcd.Grant(ctx, int64(c.cfg.LeaseTTL/time.Second))
-				if err == nil {
-					lease, dirty = g.ID, true
-				}
-				return err
-			})
-		}
+			return err
+		})
 		if err != nil {
-			if c.reachable.Swap(false) {
-				c.log.Warn("etcd unreachable, serving last known state", "err", err)
-			}
+			setReachable(false, err)
 			return
 		}
-		if !c.reachable.Swap(true) {
-			c.log.Info("etcd reachable again")
+		kaCtx, cancel := context.WithCancel(c.ctx)
+		ch, err := c.etcd.KeepAlive(kaCtx, id)
+		if err != nil {
+			cancel()
+			setReachable(false, err)
+			return
 		}
-		if c.sessionUp.Load() {
-			c.freshAt.Store(time.Now().UnixNano())
-		}
-		if dirty {
-			put()
-		}
+		kaStop, kaCh, lease, dirty, lastAck = cancel, ch, id, true, time.Now()
+		setReachable(true, nil)
+		put()
 	}
 
-	beat()
+	register()
 	for {
 		select {
 		case <-c.ctx.Done():
@@ -106,6 +109,22 @@ func (c *Client) registry() {
 				cancel()
 			}
 			return
+		case resp, ok := <-kaCh:
+			if !ok {
+				// The lease expired or was revoked: register again.
+				c.log.Info("instance lease lost, registering again")
+				kaStop()
+				kaCh, lease = nil, 0
+				register()
+				continue
+			}
+			if resp != nil {
+				lastAck = time.Now()
+				setReachable(true, nil)
+				if dirty && !pending {
+					put()
+				}
+			}
 		case <-c.regKick:
 			dirty = true
 			if !pending {
@@ -117,8 +136,12 @@ func (c *Client) registry() {
 			if dirty {
 				put()
 			}
-		case <-heartbeat.C:
-			beat()
+		case <-tick.C:
+			if lease == 0 {
+				register()
+			} else if time.Since(lastAck) > period+period/2+time.Second {
+				setReachable(false, errors.New("sdk: no lease keepalive answer"))
+			}
 		}
 	}
 }

@@ -48,6 +48,7 @@ type item struct {
 // entry is the precomputed answer for one switch name in one snapshot.
 type entry struct {
 	sw     *wire.Switch // effective value; nil: no data, use the handle's fallback
+	fixed  bool         // data present and the answer does not depend on the request
 	on     bool         // decision for this instance (instance hash)
 	gate   bool         // state on and selector matches (key stickiness)
 	keyed  bool         // stickiness "key"
@@ -119,5 +120,17 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(se
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
 	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
 	e.on = e.gate && fnvString(e.seed, instanceID)%Buckets < uint64(e.basis)
+	e.fixed = !e.keyed || !e.gate
 	return e
+}
+
+// noEntry answers "no data" for indexes past the end of a state's entries.
+var noEntry entry
+
+// at returns the entry at index i, or an empty one.
+func (s *state) at(i uint32) *entry {
+	if i < uint32(len(s.entries)) {
+		return &s.entries[i]
+	}
+	return &noEntry
 }
