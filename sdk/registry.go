@@ -31,7 +31,7 @@ func (c *Client) registry() {
 		lease   clientv3.LeaseID
 		kaCh    <-chan *clientv3.LeaseKeepAliveResponse
 		kaStop  context.CancelFunc = func() {}
-		dirty   = true
+		dirty                      = true
 		pending bool
 		lastAck = time.Now()
 	)
