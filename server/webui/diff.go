@@ -14,14 +14,12 @@ type Change struct {
 }
 
 // ignoredFields change with every write and say nothing on their own.
-var ignoredFields = map[string]bool{"updated_at": true, "updated_by": true, "reason": true, "version": true}
+var ignoredFields = map[string]bool{"updated_at": true, "updated_by": true, "created_at": true, "reason": true, "version": true}
 
 // diff lists the top-level fields that differ between two JSON objects (an
 // empty side is "absent").
 func diff(before, after string) []Change {
-	var b, a map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(before), &b)
-	_ = json.Unmarshal([]byte(after), &a)
+	b, a := flatten(before), flatten(after)
 	keys := map[string]bool{}
 	for k := range b {
 		keys[k] = true
@@ -39,6 +37,26 @@ func diff(before, after string) []Change {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
 	return out
+}
+
+// flatten decodes a JSON object; nested objects (such as rollout) become
+// dotted keys ("rollout.percent"), except opaque payloads such as fallback.
+func flatten(doc string) map[string]json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal([]byte(doc), &m) != nil {
+		return nil
+	}
+	for k, v := range m {
+		var inner map[string]json.RawMessage
+		if k == "fallback" || json.Unmarshal(v, &inner) != nil {
+			continue
+		}
+		delete(m, k)
+		for ik, iv := range inner {
+			m[k+"."+ik] = iv
+		}
+	}
+	return m
 }
 
 func compact(raw json.RawMessage) string {

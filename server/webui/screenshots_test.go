@@ -1,0 +1,141 @@
+package webui_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/console"
+)
+
+var updateScreenshots = flag.Bool("update-screenshots", false, "regenerate docs/screenshots/*.png")
+
+// TestScreenshots writes the README's screenshots of the Overview, a switch
+// detail and the audit log (1280×800, plus the Overview at phone width):
+//
+//	go test ./server/webui -run TestScreenshots -update-screenshots
+func TestScreenshots(t *testing.T) {
+	if !*updateScreenshots {
+		t.Skip("run with -update-screenshots to regenerate docs/screenshots")
+	}
+	root := browser(t)
+	c := startConsole(t)
+	s := newSession(t, root, c)
+	s.signIn("admin", bootstrapToken)
+	seedDemo(t, c)
+
+	dir := filepath.Join("..", "..", "docs", "screenshots")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	shots := []struct {
+		file, path string
+		w, h       int64
+	}{
+		{"overview.png", "/ui/", 1280, 800},
+		{"switch-detail.png", "/ui/apps/checkout/switches/recommend", 1280, 800},
+		{"audit-log.png", "/ui/audit", 1280, 800},
+		{"switches.png", "/ui/switches", 1280, 800},
+		{"overview-phone.png", "/ui/", 390, 844},
+	}
+	for _, sh := range shots {
+		var png []byte
+		s.do("screenshot "+sh.path,
+			chromedp.EmulateViewport(sh.w, sh.h),
+			chromedp.Navigate(s.base+sh.path),
+			chromedp.WaitVisible(chromedp.CSS("main")),
+			chromedp.Sleep(300*time.Millisecond),
+			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+				var err error
+				png, err = chromedp.CaptureScreenshot()(ctx, tg)
+				return err
+			}),
+		)
+		if err := os.WriteFile(filepath.Join(dir, sh.file), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s (%d bytes)", sh.file, len(png))
+	}
+}
+
+// seedDemo fills the console with a plausible incident: switches on at
+// several levels, a history with a rollback, limit rules and instances.
+func seedDemo(t testing.TB, c *console.Console) {
+	t.Helper()
+	ctx := context.Background()
+	alice := server.Actor{Name: "alice", Kind: audit.ActorUser, Role: server.RoleAdmin}
+	bob := server.Actor{Name: "bob", Kind: audit.ActorUser, Role: server.RoleAdmin}
+	ci := server.Actor{Name: "token:ci-deploy", Kind: audit.ActorToken, Role: server.RoleAdmin}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk := func(a server.Actor, app string, in server.SwitchInput) {
+		_, _, err := c.Service.CreateSwitch(ctx, a, app, in)
+		must(err)
+	}
+	on := func(a server.Actor, app, name, reason string, r wire.Rollout) {
+		_, _, err := c.Service.TurnOn(ctx, a, app, name, server.Toggle{Reason: reason, Rollout: &r})
+		must(err)
+	}
+	mk(ci, "checkout", server.SwitchInput{Name: "recommend", Level: wire.L3, Owner: "team-growth", Runbook: "runbooks/L3-feature-off.md",
+		Description: "Personalised recommendations on the cart page", Reason: "declared in checkout v2.14"})
+	mk(ci, "checkout", server.SwitchInput{Name: "price-cache", Level: wire.L2, MaxStaleness: "5m", Owner: "team-pricing",
+		Description: "Serve cached prices when the pricing service is slow", Reason: "declared in checkout v2.14"})
+	mk(ci, "checkout", server.SwitchInput{Name: "orders-read-only", Level: wire.L4, Owner: "team-orders",
+		Description: "Stop order writes during a database failover", Reason: "declared in checkout v2.14"})
+	mk(ci, "search", server.SwitchInput{Name: "suggestions", Level: wire.L1, Fallback: json.RawMessage(`{"items":[],"source":"fallback"}`),
+		Owner: "team-search", Description: "Empty suggestion list instead of calling the ML ranker", Reason: "declared in search v5.2"})
+	mk(ci, "payments", server.SwitchInput{Name: "refund-queue", Level: wire.L5, Owner: "team-payments",
+		Description: "Queue refunds while the ledger is degraded", Reason: "declared in payments v1.9"})
+	on(alice, "checkout", "recommend", "INC-1042 recommender p99 at 4 s", wire.Rollout{Percent: 25, Stickiness: wire.StickyInstance})
+	on(alice, "checkout", "recommend", "INC-1042 widen: p99 still high", wire.Rollout{Percent: 100, Stickiness: wire.StickyInstance})
+	_, _, err := c.Service.TurnOff(ctx, bob, "checkout", "recommend", server.Toggle{Reason: "INC-1042 recovered"})
+	must(err)
+	events, _, err := audit.List(ctx, c.DB, audit.Filter{Target: "switch/checkout/recommend", Limit: 10})
+	must(err)
+	_, _, err = c.Service.RollbackSwitch(ctx, alice, "checkout", "recommend", events[1].ID, server.Change{Reason: "INC-1042 relapse: back to 100 %"})
+	must(err)
+	on(bob, "search", "suggestions", "ML ranker OOM-looping, INC-1047", wire.Rollout{Percent: 50, Stickiness: wire.StickyKey, Selector: "zone=eu-1"})
+	on(alice, "checkout", "price-cache", "pricing DB failover (CHG-311)", wire.Rollout{Percent: 5, Stickiness: wire.StickyInstance, Selector: "canary=true"})
+	_, _, err = c.Service.CreateLimit(ctx, alice, "checkout", server.LimitInput{LimitRule: wire.LimitRule{Resource: "POST /orders", Kind: wire.KindTokenBucket, Rate: 200, Burst: 50}, Reason: "protect the orders DB"})
+	must(err)
+
+	// Instances as SDKs register them: most have applied the newest
+	// revision, one lags behind.
+	time.Sleep(500 * time.Millisecond) // let the publisher drain
+	rev, err := c.Etcd.Get(ctx, wire.NamespacePrefix(c.Config.Namespace), clientv3WithCountOnly()...)
+	must(err)
+	now := time.Now().UTC()
+	for i, id := range []string{"checkout-7f9c-1", "checkout-7f9c-2", "checkout-7f9c-3", "checkout-7f9c-4", "search-55d2-1", "search-55d2-2"} {
+		app := "checkout"
+		if i >= 4 {
+			app = "search"
+		}
+		applied := rev.Header.Revision
+		if i == 3 {
+			applied -= 6
+		}
+		inst := wire.Instance{App: app, InstanceID: id, Labels: map[string]string{"zone": []string{"eu-1", "eu-2"}[i%2], "canary": map[bool]string{true: "true", false: "false"}[i == 0]},
+			SDKVersion: "v0.9.0", AppliedRevision: applied, AppliedAt: now.Add(-time.Duration(i*7) * time.Second), StartedAt: now.Add(-3 * time.Hour)}
+		b, _ := json.Marshal(inst)
+		_, err := c.Etcd.Put(ctx, wire.InstanceKey(c.Config.Namespace, app, id), string(b))
+		must(err)
+	}
+}
+
+func clientv3WithCountOnly() []clientv3.OpOption {
+	return []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithCountOnly()}
+}
