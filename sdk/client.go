@@ -15,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -149,6 +151,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		DialKeepAliveTimeout: 5 * time.Second,
 		TLS:                  cfg.TLS,
 		Logger:               zap.NewNop(),
+		// gRPC's default reconnect backoff grows to 120 s; after an etcd
+		// outage the SDK must be back within seconds.
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxBackoff / 5},
+			MinConnectTimeout: cfg.DialTimeout,
+		})},
 	})
 	if err != nil {
 		c.cancel()

@@ -326,6 +326,7 @@ func TestOutageKeepsStateAndRecovers(t *testing.T) {
 		return true
 	})
 	srv.Stop()
+	stopped := time.Now()
 	waitFor(t, 15*time.Second, "stale", func() bool {
 		for _, c := range cs {
 			if !c.Stale() {
@@ -339,8 +340,12 @@ func TestOutageKeepsStateAndRecovers(t *testing.T) {
 			t.Error("lost last known state during outage")
 		}
 	}
+	t.Logf("stale %v after etcd stopped", time.Since(stopped))
 	srv.Restart()
-	putSwitch(t, cli, ns, mkSwitch(app, "x", wire.StateOff, 100))
+	restarted := time.Now()
+	putSwitch(t, srv.Client(t), ns, mkSwitch(app, "x", wire.StateOff, 100)) // a fresh connection: cli may be in gRPC backoff
+	t.Logf("put accepted %v after restart", time.Since(restarted))
+	defer func() { t.Logf("converged %v after restart", time.Since(restarted)) }()
 	waitFor(t, 20*time.Second, "converged after restart", func() bool {
 		for _, c := range cs {
 			if c.Stale() || c.On(ctx, "x") {

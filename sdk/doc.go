@@ -55,6 +55,7 @@
 // This package imports only the standard library, the etcd v3 client, the
 // Prometheus client and sdk/wire. It must never import gin, gorm or the
 // console's packages (server/, audit/, web/, cmd/); deps_test.go enforces
-// it. The etcd client's own zap logging is switched off (zap is already a
-// dependency of the etcd client); the SDK logs through Config.Logger.
+// it. Two imports come with the etcd client's own API: zap, to switch the
+// etcd client's logging off (the SDK logs through Config.Logger), and
+// gRPC, to cap the reconnect backoff at 2 s.
 package sdk
