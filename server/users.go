@@ -337,3 +337,41 @@ func (s *Service) CountUsers(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// ChangeOwnPassword lets a signed-in user replace their password after
+// proving the current one. The user's sessions end; the caller starts a new
+// one.
+func (s *Service) ChangeOwnPassword(ctx context.Context, a Actor, current, next string) error {
+	if a.Kind != audit.ActorUser {
+		return fmt.Errorf("%w: only people have passwords", ErrForbidden)
+	}
+	u, err := s.SignIn(ctx, a.Name, current)
+	if errors.Is(err, ErrUnauthorized) {
+		return invalid("current", "is not your current password")
+	} else if err != nil {
+		return err
+	}
+	var v validator
+	validatePassword(&v, next)
+	if err := v.err(); err != nil {
+		return err
+	}
+	hash, err := hashPassword(next)
+	if err != nil {
+		return invalid("password", err.Error())
+	}
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		before := jsonString(u.View())
+		now := s.now()
+		if err := tx.Model(&User{}).Where("id = ?", u.ID).Updates(map[string]any{"password_hash": hash, "password_changed_at": now, "updated_at": now}).Error; err != nil {
+			return err
+		}
+		if err := tx.Exec("DELETE FROM web_sessions WHERE user_id = ?", u.ID).Error; err != nil {
+			return err
+		}
+		u.PasswordChangedAt, u.UpdatedAt = now, now
+		ev := a.event("user.password", u.Target(), "changed own password")
+		ev.Before, ev.After = before, jsonString(u.View())
+		return audit.Append(tx, ev)
+	})
+}

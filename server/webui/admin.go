@@ -2,6 +2,7 @@ package webui
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
@@ -98,4 +99,28 @@ func (h *handler) revokeToken(c *gin.Context) {
 		return
 	}
 	redirect(c, Prefix+"/admin", "Revoked token #"+c.Param("id")+".")
+}
+
+// accountPage lets anyone signed in change their own password.
+func (h *handler) accountPage(c *gin.Context) {
+	h.render(c, http.StatusOK, "account", &page{Title: "Your account"})
+}
+
+func (h *handler) changePassword(c *gin.Context) {
+	p := &page{Title: "Your account"}
+	if c.PostForm("password") != c.PostForm("confirm") {
+		h.fail(c, "account", p, "password", &server.ValidationError{Fields: []*server.FieldError{{Field: "confirm", Msg: "does not match the new password"}}})
+		return
+	}
+	u := c.MustGet(ctxUser).(*server.User)
+	if err := h.svc.ChangeOwnPassword(c, actor(c), c.PostForm("current"), c.PostForm("password")); err != nil {
+		p.Values = url.Values{} // never echo passwords
+		h.fail(c, "account", p, "password", err)
+		return
+	}
+	if err := h.sessions.start(c, u); err != nil {
+		redirect(c, Prefix+"/login", "")
+		return
+	}
+	redirect(c, Prefix+"/account", "Password changed; your other sessions were signed out.")
 }

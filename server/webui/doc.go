@@ -7,8 +7,8 @@
 // must carry. Every change goes through server.Service, which enforces roles
 // and writes the audit log, so this package never decides on its own who may
 // change what. Live updates are server-sent events driven by an etcd watch
-// on the namespace.
+// on the namespace, backed by polling the audit log's head.
 //
-// The package must not talk to the database for domain data except through
-// server.Service and package audit.
+// The package keeps its own sessions table; for everything else it goes
+// through server.Service and package audit, never to the tables directly.
 package webui

@@ -11,15 +11,23 @@ import (
 
 	"github.com/gin-gonic/gin"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
 )
 
-// hub fans one etcd watch on the namespace out to every open event stream.
-// A stream learns only "something changed at revision N"; the page then
-// fetches itself again and swaps its live regions.
+// hub fans change notices out to every open event stream. Two sources
+// feed it: one etcd watch on the namespace (switches, limits, instance acks;
+// a change made by another console or the API shows in milliseconds) and a
+// once-a-second look at the audit log's head (users and tokens, and every
+// change while etcd is unreachable). A stream learns only "something
+// changed"; the page then fetches itself again and swaps its live regions.
 type hub struct {
 	etcd   *clientv3.Client
+	db     *gorm.DB
 	prefix string
-	rev    atomic.Int64
+	// seq numbers the notices; it is the event id of the stream.
+	seq atomic.Int64
 
 	mu      sync.Mutex
 	subs    map[chan int64]struct{}
@@ -28,23 +36,24 @@ type hub struct {
 	hooked  sync.Once
 }
 
-func newHub(cli *clientv3.Client, prefix string) *hub {
-	return &hub{etcd: cli, prefix: prefix, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
+func newHub(cli *clientv3.Client, db *gorm.DB, prefix string) *hub {
+	return &hub{etcd: cli, db: db, prefix: prefix, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
 }
 
-// run watches until the etcd client is closed, re-watching after errors.
+// run watches etcd and polls the audit head until the etcd client is
+// closed (console shutdown), re-watching after errors.
 func (h *hub) run() {
 	ctx := h.etcd.Ctx()
+	go h.pollAudit(ctx)
 	for ctx.Err() == nil {
 		if resp, err := h.etcd.Get(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
-			h.publish(resp.Header.Revision)
 			wch := h.etcd.Watch(clientv3.WithRequireLeader(ctx), h.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
 			for wr := range wch {
 				if wr.Err() != nil {
 					break
 				}
 				if len(wr.Events) > 0 {
-					h.publish(wr.Header.Revision)
+					h.publish()
 				}
 			}
 		}
@@ -56,16 +65,41 @@ func (h *hub) run() {
 	h.close()
 }
 
-func (h *hub) publish(rev int64) {
-	if rev <= h.rev.Load() {
-		return
+// pollAudit notices changes that do not reach etcd.
+func (h *hub) pollAudit(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var last int64 = -1
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 900*time.Millisecond)
+		head, err := audit.Head(qctx, h.db)
+		cancel()
+		if err != nil {
+			continue
+		}
+		var id int64
+		if head != nil {
+			id = head.ID
+		}
+		if last >= 0 && id != last {
+			h.publish()
+		}
+		last = id
 	}
-	h.rev.Store(rev)
+}
+
+func (h *hub) publish() {
+	seq := h.seq.Add(1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ch := range h.subs {
 		select {
-		case ch <- rev:
+		case ch <- seq:
 		default: // the stream already has a wake-up pending
 		}
 	}
@@ -92,9 +126,9 @@ const (
 	streamLifetime  = 10 * time.Minute
 )
 
-// events is the server-sent event stream: "change" with the etcd revision as
-// id. A reconnecting browser sends Last-Event-ID and gets a change at once
-// when it missed one.
+// events is the server-sent event stream of "change" notices. A
+// reconnecting browser sends Last-Event-ID and gets a change at once when it
+// missed one (or talks to another console replica).
 func (h *handler) events(c *gin.Context) {
 	if srv, ok := c.Request.Context().Value(http.ServerContextKey).(*http.Server); ok {
 		// Open streams would hold up a graceful shutdown; end them first.
@@ -108,8 +142,8 @@ func (h *handler) events(c *gin.Context) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprint(w, "retry: 1000\n\n")
-	cur := h.hub.rev.Load()
-	if last, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil && last < cur {
+	cur := h.hub.seq.Load()
+	if last, err := strconv.ParseInt(c.GetHeader("Last-Event-ID"), 10, 64); err == nil && last != cur {
 		writeChange(w, cur)
 	} else {
 		fmt.Fprintf(w, "id: %d\n\n", cur)
@@ -134,6 +168,6 @@ func (h *handler) events(c *gin.Context) {
 	}
 }
 
-func writeChange(w gin.ResponseWriter, rev int64) {
-	fmt.Fprintf(w, "id: %d\nevent: change\ndata: %d\n\n", rev, rev)
+func writeChange(w gin.ResponseWriter, seq int64) {
+	fmt.Fprintf(w, "id: %d\nevent: change\ndata: %d\n\n", seq, seq)
 }

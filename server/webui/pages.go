@@ -1,14 +1,17 @@
 package webui
 
 import (
+	"context"
 	"fmt"
 	"html/template"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
@@ -81,7 +84,7 @@ func (h *handler) auditPage(c *gin.Context) {
 		h.fail(c, "audit", p, "page", server.ErrUnavailable)
 		return
 	}
-	res, verr := audit.Verify(c, h.svc.DB())
+	res, verr := h.verify.get(c, h.svc.DB())
 	q := c.Request.URL.Query()
 	q.Del("before")
 	p.Data = map[string]any{
@@ -117,4 +120,38 @@ func (h *handler) auditExport(c *gin.Context) {
 	if err := audit.Export(c, h.svc.DB(), c.Writer, format, f); err != nil {
 		h.log.Error("webui: audit export", "err", err)
 	}
+}
+
+// verifyCache keeps the last chain verification for a few seconds while the
+// head has not moved, so live refreshes of the audit page do not re-hash
+// the whole log each time.
+type verifyCache struct {
+	mu   sync.Mutex
+	head int64
+	at   time.Time
+	res  audit.Result
+}
+
+const verifyTTL = 10 * time.Second
+
+func (v *verifyCache) get(ctx context.Context, db *gorm.DB) (audit.Result, error) {
+	head, err := audit.Head(ctx, db)
+	if err != nil {
+		return audit.Result{}, err
+	}
+	var id int64
+	if head != nil {
+		id = head.ID
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if id == v.head && time.Since(v.at) < verifyTTL && !v.at.IsZero() {
+		return v.res, nil
+	}
+	res, err := audit.Verify(ctx, db)
+	if err != nil {
+		return res, err
+	}
+	v.head, v.at, v.res = id, time.Now(), res
+	return res, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +172,57 @@ func TestSecurity(t *testing.T) {
 			if status, _, body := cl.post("/ui/limits/save", f); status != http.StatusSeeOther {
 				t.Errorf("create %s rule: %d\n%s", kind, status, body)
 			}
+		}
+	})
+
+	t.Run("admin manages users and tokens", func(t *testing.T) {
+		adm := newClient(t, c)
+		adm.signIn("admin", bootstrapToken)
+		tok := adm.csrf("/ui/admin")
+		status, _, body := adm.post("/ui/admin/users", url.Values{"_csrf": {tok}, "username": {"olga"}, "password": {"short"}, "role": {"operator"}, "apps": {"checkout"}, "reason": {"on call"}})
+		if status != http.StatusBadRequest || !strings.Contains(body, "must be at least 10 characters") {
+			t.Errorf("short password: %d", status)
+		}
+		if status, _, body := adm.post("/ui/admin/users", url.Values{"_csrf": {tok}, "username": {"olga"}, "password": {"olga-first-password"}, "role": {"operator"}, "apps": {"checkout"}, "reason": {"on call"}}); status != http.StatusSeeOther {
+			t.Fatalf("create user: %d\n%s", status, body)
+		}
+		olga := newClient(t, c)
+		olga.signIn("olga", "olga-first-password")
+		otok := olga.csrf("/ui/account")
+		status, _, body = olga.post("/ui/account/password", url.Values{"_csrf": {otok}, "current": {"wrong-password"}, "password": {"olga-second-password"}, "confirm": {"olga-second-password"}})
+		if status != http.StatusBadRequest || !strings.Contains(body, "is not your current password") {
+			t.Errorf("wrong current password: %d", status)
+		}
+		if status, _, _ := olga.post("/ui/account/password", url.Values{"_csrf": {otok}, "current": {"olga-first-password"}, "password": {"olga-second-password"}, "confirm": {"olga-second-password"}}); status != http.StatusSeeOther {
+			t.Errorf("change password: %d", status)
+		}
+		newClient(t, c).signIn("olga", "olga-second-password")
+		if status, _, _ := adm.post("/ui/admin/users/olga", url.Values{"_csrf": {tok}, "role": {"operator"}, "apps": {"checkout"}, "disabled": {"on"}, "reason": {"left the team"}}); status != http.StatusSeeOther {
+			t.Fatalf("disable user: %d", status)
+		}
+		if status, _ := olga.get("/ui/"); status != http.StatusSeeOther {
+			t.Errorf("disabled user's session still works: %d", status)
+		}
+		status, _, body = adm.post("/ui/admin/tokens", url.Values{"_csrf": {tok}, "name": {"ci-deploy"}, "role": {"viewer"}, "reason": {"CI reads switches"}})
+		if status != http.StatusCreated {
+			t.Fatalf("mint token: %d\n%s", status, body)
+		}
+		secret := regexp.MustCompile(`id="new-token" readonly value="([^"]+)"`).FindStringSubmatch(body)
+		if secret == nil {
+			t.Fatal("the minted token is not shown")
+		}
+		req, _ := http.NewRequest(http.MethodGet, c.URL()+"/api/v1/switches", nil)
+		req.Header.Set("Authorization", "Bearer "+secret[1])
+		res, err := http.DefaultClient.Do(req)
+		if err != nil || res.StatusCode != http.StatusOK {
+			t.Errorf("API with the minted token: %v %v", res.StatusCode, err)
+		}
+		res.Body.Close()
+		if _, body := adm.get("/ui/admin"); strings.Contains(body, secret[1]) {
+			t.Error("the token is shown again")
+		}
+		if _, body := adm.get("/ui/audit?action=user.password"); !strings.Contains(body, "user/olga") {
+			t.Error("password change is not in the audit log")
 		}
 	})
 

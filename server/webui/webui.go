@@ -17,7 +17,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -54,11 +53,10 @@ func MountWith(o Options) console.Mount {
 	o.defaults()
 	return func(r *gin.Engine, c *console.Console) {
 		h := &handler{
-			svc: c.Service, db: c.DB, etcd: c.Etcd, ns: c.Config.Namespace, opts: o,
-			pages: parseTemplates(), log: slog.Default(),
+			svc: c.Service, etcd: c.Etcd, ns: c.Config.Namespace, pages: parseTemplates(), log: slog.Default(),
+			sessions: &sessions{db: c.DB, ttl: o.SessionTTL, idle: o.IdleTimeout},
+			hub:      newHub(c.Etcd, c.DB, wire.NamespacePrefix(c.Config.Namespace)),
 		}
-		h.sessions = &sessions{db: c.DB, ttl: o.SessionTTL, idle: o.IdleTimeout}
-		h.hub = newHub(c.Etcd, wire.NamespacePrefix(c.Config.Namespace))
 		go h.hub.run()
 		h.routes(r)
 	}
@@ -67,10 +65,9 @@ func MountWith(o Options) console.Mount {
 // handler serves every page.
 type handler struct {
 	svc      *server.Service
-	db       *gorm.DB
 	etcd     *clientv3.Client
 	ns       string
-	opts     Options
+	verify   verifyCache
 	pages    map[string]*template.Template
 	sessions *sessions
 	hub      *hub
@@ -108,6 +105,8 @@ func (h *handler) routes(r *gin.Engine) {
 	in.POST("/limits/delete", h.deleteLimit)
 	in.GET("/audit", h.auditPage)
 	in.GET("/audit/export", h.auditExport)
+	in.GET("/account", h.accountPage)
+	in.POST("/account/password", h.changePassword)
 	in.GET("/admin", h.adminPage)
 	in.POST("/admin/users", h.createUser)
 	in.POST("/admin/users/:username", h.updateUser)
@@ -338,7 +337,7 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 		p.CSRF = s.(*session).CSRFToken
 	}
 	p.Path = c.Request.URL.Path
-	if p.Flash == "" {
+	if p.Flash == "" && c.GetHeader("X-Live") == "" {
 		p.Flash = takeFlash(c)
 	}
 	if p.Apps == nil && p.User != nil {
