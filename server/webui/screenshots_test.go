@@ -46,7 +46,10 @@ func TestScreenshots(t *testing.T) {
 		{"switch-detail.png", "/ui/apps/checkout/switches/recommend", 1280, 800},
 		{"audit-log.png", "/ui/audit", 1280, 800},
 		{"switches.png", "/ui/switches", 1280, 800},
+		{"limit-editor.png", "/ui/limits/edit?app=checkout&resource=POST+%2Forders", 1280, 800},
+		{"instances.png", "/ui/apps/checkout/instances", 1280, 800},
 		{"overview-phone.png", "/ui/", 390, 844},
+		{"switch-detail-phone.png", "/ui/apps/search/switches/suggestions", 390, 844},
 	}
 	for _, sh := range shots {
 		var png []byte
