@@ -293,7 +293,7 @@ func decodeItem(ns, app, key string, value []byte, modRev int64) (*item, error) 
 	it := &item{key: key, kind: pk.Kind, app: pk.App, name: pk.Name, modRev: modRev, value: value}
 	switch pk.Kind {
 	case wire.KindSwitches, wire.KindOverrides:
-		sw, err := wire.DecodeSwitch(value)
+		sw, err := decodeSwitch(value)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -58,6 +59,12 @@ func FuzzDecodeSwitchValue(f *testing.F) {
 	}
 	key := wire.SwitchKey(fuzzNS, fuzzApp, "x")
 	f.Fuzz(func(t *testing.T, value []byte) {
+		// The fast path must agree with wire.DecodeSwitch.
+		fast, ferr := decodeSwitch(value)
+		slow, serr := wire.DecodeSwitch(value)
+		if (ferr == nil) != (serr == nil) || !reflect.DeepEqual(fast, slow) {
+			t.Fatalf("fast path disagrees: %+v, %v vs %+v, %v", fast, ferr, slow, serr)
+		}
 		it, err := decodeItem(fuzzNS, fuzzApp, key, value, 1)
 		if err != nil {
 			return
