@@ -17,7 +17,7 @@ func (h *handler) adminPage(c *gin.Context) { h.admin(c, http.StatusOK, "", nil,
 // into the page's data (the freshly minted token).
 func (h *handler) admin(c *gin.Context, status int, form string, err error, extra map[string]any) {
 	p := &page{Title: "Admin", Nav: "admin"}
-	if !p.isAdminUser(c) {
+	if !isAdmin(c) {
 		h.render(c, http.StatusForbidden, "forbidden", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
 		return
 	}
@@ -38,7 +38,7 @@ func (h *handler) admin(c *gin.Context, status int, form string, err error, extr
 	h.render(c, status, "admin", p)
 }
 
-func (p *page) isAdminUser(c *gin.Context) bool {
+func isAdmin(c *gin.Context) bool {
 	u, _ := c.Get(ctxUser)
 	user, _ := u.(*server.User)
 	return user != nil && user.Role == server.RoleAdmin

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -34,10 +35,15 @@ func switchURL(app, name string) string {
 }
 
 // overview is "what is degraded now": every switch that is on.
-func (h *handler) overview(c *gin.Context) {
+func (h *handler) overview(c *gin.Context) { h.renderOverview(c, "", nil) }
+
+// renderOverview shows the overview; form and ferr describe a row's failed
+// turn-off form.
+func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 	p := &page{Title: "What is degraded now", Nav: "overview"}
 	list, err := h.svc.ListSwitches(c, "")
 	if err != nil {
+		p.Data = map[string]any{"Fleet": &fleet{}}
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
@@ -49,6 +55,10 @@ func (h *handler) overview(c *gin.Context) {
 	}
 	f := h.loadFleet(c)
 	p.Data = map[string]any{"On": switchRows(on, f), "Total": len(list), "Fleet": f}
+	if ferr != nil {
+		h.fail(c, "overview", p, form, ferr)
+		return
+	}
 	h.render(c, http.StatusOK, "overview", p)
 }
 
@@ -92,14 +102,14 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 		h.fail(c, "switch", p, form, ferr)
 		return
 	}
-	events, next, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: int64(atoi(c.Query("before")))})
+	events, next, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
 	if err != nil {
 		h.fail(c, "switch", p, "page", server.ErrUnavailable)
 		return
 	}
 	fallback := ""
 	if sw.Fallback != "" {
-		fallback = funcs["pretty"].(func(string) string)(sw.Fallback)
+		fallback = prettyJSON(sw.Fallback)
 	}
 	p.Data = map[string]any{
 		"S": sw.View(), "Applied": h.loadFleet(c).Applied(app, name, sw.Version),
@@ -112,13 +122,11 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 	h.render(c, status, "switch", p)
 }
 
-func atoi(s string) int {
-	n := 0
-	for _, r := range s {
-		if r < '0' || r > '9' || n > 1<<40 {
-			return 0
-		}
-		n = n*10 + int(r-'0')
+// cursor parses a paging cursor; anything but a positive id means "newest".
+func cursor(s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0
 	}
 	return n
 }
@@ -161,7 +169,7 @@ func (h *handler) turnOn(c *gin.Context) {
 		h.switchPage(c, 0, "on", err)
 		return
 	}
-	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is on at "+funcs["pct"].(func(float64) string)(r.Percent)+"."+receiptNote(rc))
+	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is on at "+percent(r.Percent)+"."+receiptNote(rc))
 }
 
 // back is where a successful form returns to: its "back" field when that is
@@ -180,7 +188,7 @@ func (h *handler) turnOff(c *gin.Context) {
 	_, rc, err := h.svc.TurnOff(c, actor(c), app, name, t)
 	if err != nil {
 		if b := c.PostForm("back"); b == Prefix+"/" {
-			h.overviewFail(c, app+"/"+name, err)
+			h.renderOverview(c, "off:"+app+"/"+name, err)
 			return
 		}
 		h.switchPage(c, 0, "off", err)
@@ -189,21 +197,8 @@ func (h *handler) turnOff(c *gin.Context) {
 	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is off."+receiptNote(rc))
 }
 
-// overviewFail shows an error of a row's turn-off form on the overview.
-func (h *handler) overviewFail(c *gin.Context, key string, err error) {
-	p := &page{Title: "What is degraded now", Nav: "overview"}
-	list, _ := h.svc.ListSwitches(c, "")
-	var on []server.Switch
-	for _, s := range list {
-		if s.State == wire.StateOn {
-			on = append(on, s)
-		}
-	}
-	p.Data = map[string]any{"On": switchRows(on, h.loadFleet(c)), "Total": len(list)}
-	h.fail(c, "overview", p, "off:"+key, err)
-}
-
-// switchInput reads the create and edit forms.
+// switchFields reads the level and the fallback JSON of the create and edit
+// forms.
 func switchFields(fp *formParser) (level wire.Level, fallback json.RawMessage) {
 	level = wire.Level(fp.str("level"))
 	if fb := fp.str("fallback"); fb != "" {

@@ -210,29 +210,18 @@ var funcs = template.FuncMap{
 		}
 		return tm.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"pct": func(f float64) string {
-		if f == math.Trunc(f) {
-			return fmt.Sprintf("%.0f %%", f)
-		}
-		return fmt.Sprintf("%.2f %%", f)
-	},
+	"pct": percent,
 	"num": func(f float64) string {
 		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
 	},
 	"levelName": func(l wire.Level) string { return l.Label() },
 	"dangerous": needsConfirm,
 	"join":      strings.Join,
-	"pretty": func(s string) string {
-		var b bytes.Buffer
-		if json.Indent(&b, []byte(s), "", "  ") != nil {
-			return s
-		}
-		return b.String()
-	},
-	"levels": func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
-	"kinds":  func() []string { return wire.LimitKinds },
-	"eq2":    func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
-	"query":  func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
+	"pretty":    prettyJSON,
+	"levels":    func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
+	"kinds":     func() []string { return wire.LimitKinds },
+	"eq2":       func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"query":     func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
 	"args": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -261,6 +250,23 @@ var funcs = template.FuncMap{
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
+}
+
+// percent formats a rollout percentage: "25 %", "0.5 %".
+func percent(f float64) string {
+	if f == math.Trunc(f) {
+		return fmt.Sprintf("%.0f %%", f)
+	}
+	return strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".") + " %"
+}
+
+// prettyJSON indents a JSON document for the fallback editor.
+func prettyJSON(s string) string {
+	var b bytes.Buffer
+	if json.Indent(&b, []byte(s), "", "  ") != nil {
+		return s
+	}
+	return b.String()
 }
 
 func queryString(kv ...string) string {
