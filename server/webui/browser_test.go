@@ -219,6 +219,25 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("keyboard focus is visible and phone width fits", func(t *testing.T) {
+		op.t = t
+		op.do("open the switch list", chromedp.Navigate(op.base+"/ui/switches"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		op.do("tab", chromedp.KeyEvent("\t"))
+		if got := op.eval(`document.activeElement.className + "|" + getComputedStyle(document.activeElement).outlineStyle`); got != "skip|solid" {
+			t.Errorf("first Tab focuses %q, want the skip link with a solid outline", got)
+		}
+		// Every control of the page is reachable with Tab.
+		n := op.eval(`String([...document.querySelectorAll("main button, main input:not([type=hidden]), main select, main summary, main a")].filter(e => e.tabIndex < 0).length)`)
+		if n != "0" {
+			t.Errorf("%s controls are out of the tab order", n)
+		}
+		op.do("phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(op.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		if w := op.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+			t.Errorf("overview at 390 px is %s px wide", w)
+		}
+		op.do("desktop width", chromedp.EmulateViewport(1280, 800))
+	})
+
 	t.Run("three clicks to 100 percent", func(t *testing.T) {
 		op.t = t
 		if _, _, err := c.Service.CreateSwitch(ctx, admin, "search", server.SwitchInput{Name: "ads", Level: wire.L4, Reason: "seed"}); err != nil {

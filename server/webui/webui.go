@@ -210,17 +210,12 @@ var funcs = template.FuncMap{
 		}
 		return tm.UTC().Format("2006-01-02 15:04:05 UTC")
 	},
-	"pct": percent,
-	"num": func(f float64) string {
-		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.2f", f), "0"), ".")
-	},
+	"pct":       percent,
 	"levelName": func(l wire.Level) string { return l.Label() },
 	"dangerous": needsConfirm,
 	"join":      strings.Join,
-	"pretty":    prettyJSON,
 	"levels":    func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
 	"kinds":     func() []string { return wire.LimitKinds },
-	"eq2":       func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"query":     func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
 	"args": func(kv ...any) map[string]any {
 		m := map[string]any{}
