@@ -29,7 +29,7 @@ var ErrClosed = errors.New("sdk: client closed")
 type Client struct {
 	cfg   Config
 	log   *slog.Logger
-	state atomic.Pointer[state]
+	state statePtr
 	env   map[string]bool // environment fallbacks by envName(switch)
 
 	// prefixes are the six watched prefixes: switches, overrides and limits
@@ -269,6 +269,19 @@ func (c *Client) indexLocked(name string) uint32 {
 	i := uint32(len(c.names))
 	c.names[name] = i
 	return i
+}
+
+// coverLocked republishes the state with entries for every indexed name,
+// so that a handle's index is always in range (Handle.On relies on it).
+func (c *Client) coverLocked() {
+	s := c.state.Load()
+	if len(s.entries) >= len(c.names) {
+		return
+	}
+	next := *s
+	next.entries = make([]entry, len(c.names))
+	copy(next.entries, s.entries)
+	c.state.Store(&next)
 }
 
 // kvUpdate is one key from a list, a watch event or the disk snapshot.

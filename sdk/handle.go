@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -33,8 +34,9 @@ func Default(on bool) Option {
 // Handle is a resolved switch. Keep it and call On on the hot path: it
 // stays valid across updates and costs one atomic load.
 type Handle struct {
-	st       *atomic.Pointer[state]
-	idx      uint32
+	st       *statePtr
+	p        *unsafe.Pointer // &st.p, read directly by On to stay inlinable
+	idx      int // index into state.entries; always in range (see coverLocked)
 	fbOn     bool   // environment, else Default, else off
 	fbSource Source // SourceEnv, SourceDefault or SourceNone
 	name     string
@@ -50,7 +52,7 @@ func (c *Client) Switch(name string, opts ...Option) *Handle {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := &Handle{st: &c.state, name: name, c: c}
+	h := &Handle{st: &c.state, p: &c.state.p, name: name, c: c}
 	switch env, ok := c.env[envName(name)]; {
 	case ok:
 		h.fbOn, h.fbSource = env, SourceEnv
@@ -58,7 +60,8 @@ func (c *Client) Switch(name string, opts ...Option) *Handle {
 		h.fbOn, h.fbSource = o.def, SourceDefault
 	}
 	c.mu.Lock()
-	h.idx = c.indexLocked(name)
+	h.idx = int(c.indexLocked(name))
+	c.coverLocked()
 	h.served = c.served[name]
 	if h.served == nil {
 		h.served = new(atomic.Uint64)
@@ -73,7 +76,7 @@ func (h *Handle) Name() string { return h.name }
 
 func (h *Handle) entry() *entry {
 	s := h.st.Load()
-	if h.idx < uint32(len(s.entries)) {
+	if h.idx < len(s.entries) {
 		if e := &s.entries[h.idx]; e.sw != nil {
 			return e
 		}
@@ -86,7 +89,7 @@ func (h *Handle) entry() *entry {
 // It takes no lock and does not allocate; for instance stickiness it is
 // an atomic load and two field reads, inlined into the caller.
 func (h *Handle) On(ctx context.Context) bool {
-	if e := h.st.Load().at(h.idx); e.fixed {
+	if e := &(*state)(atomic.LoadPointer(h.p)).entries[h.idx]; e.fixed {
 		return e.on
 	}
 	return h.slowOn(ctx)
@@ -95,7 +98,7 @@ func (h *Handle) On(ctx context.Context) bool {
 // slowOn answers key stickiness and the fallback chain.
 func (h *Handle) slowOn(ctx context.Context) bool {
 	s := h.st.Load()
-	if h.idx < uint32(len(s.entries)) {
+	if h.idx < len(s.entries) {
 		if e := &s.entries[h.idx]; e.sw != nil {
 			return e.keyOn(ctx)
 		}

@@ -2,7 +2,9 @@ package sdk
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -134,3 +136,15 @@ func (s *state) at(i uint32) *entry {
 	}
 	return &noEntry
 }
+
+// statePtr is the atomic pointer to the current immutable state. It wraps
+// a plain unsafe.Pointer instead of atomic.Pointer[state] because the
+// generic method's extra inlining cost would push Handle.On over the
+// compiler's inlining budget.
+type statePtr struct{ p unsafe.Pointer }
+
+// Load returns the current state.
+func (s *statePtr) Load() *state { return (*state)(atomic.LoadPointer(&s.p)) }
+
+// Store publishes a new state.
+func (s *statePtr) Store(v *state) { atomic.StorePointer(&s.p, unsafe.Pointer(v)) }
