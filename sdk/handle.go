@@ -36,9 +36,9 @@ func Default(on bool) Option {
 type Handle struct {
 	st       *statePtr
 	p        *unsafe.Pointer // &st.p, read directly by On to stay inlinable
-	idx      int // index into state.entries; always in range (see coverLocked)
-	fbOn     bool   // environment, else Default, else off
-	fbSource Source // SourceEnv, SourceDefault or SourceNone
+	idx      int             // index into state.entries; always in range (see coverLocked)
+	fbOn     bool            // environment, else Default, else off
+	fbSource Source          // SourceEnv, SourceDefault or SourceNone
 	name     string
 	served   *atomic.Uint64 // fallbacks served for this name, shared by its handles
 	c        *Client
