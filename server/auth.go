@@ -158,20 +158,7 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, in TokenInput) (stri
 	if !wire.ValidName(in.Name) {
 		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
-	if !in.Role.Valid() {
-		v.add("role", `must be "viewer", "operator" or "admin"`)
-	}
-	for i, app := range in.Apps {
-		if app != AllApps && !wire.ValidApp(app) {
-			v.add(fmt.Sprintf("apps[%d]", i), "is not a valid app name")
-		}
-	}
-	if in.Role == RoleOperator && len(in.Apps) == 0 {
-		v.add("apps", `an operator needs at least one app (or "*")`)
-	}
-	if in.Role != RoleOperator && len(in.Apps) > 0 {
-		v.add("apps", "grants apply to operators only")
-	}
+	validateGrants(&v, in.Role, in.Apps)
 	if err := v.err(); err != nil {
 		return "", nil, err
 	}

@@ -32,9 +32,9 @@ var (
 	errMediaType = errors.New("api: Content-Type must be application/json")
 )
 
-// problemFor maps an error to its problem document; this is the only place
-// where errors become status codes.
-func problemFor(err error) Problem {
+// ProblemFor maps an error to its problem document; this is the only place
+// where errors become status codes (the web UI uses it too).
+func ProblemFor(err error) Problem {
 	var ve *server.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -51,31 +51,25 @@ func problemFor(err error) Problem {
 	case errors.Is(err, server.ErrUnauthorized):
 		return Problem{Type: "/problems/unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer <token>", Field: "Authorization"}
 	case errors.Is(err, server.ErrForbidden):
-		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: clean(err)}
+		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: Clean(err)}
 	case errors.Is(err, server.ErrNotFound):
-		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: clean(err)}
+		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: Clean(err)}
 	case errors.Is(err, server.ErrConflict):
-		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: clean(err), Field: "version"}
+		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: Clean(err), Field: "version"}
 	case errors.Is(err, server.ErrAlreadyExists):
-		return Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: clean(err), Field: "name"}
+		return Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: Clean(err), Field: "name"}
 	case errors.Is(err, server.ErrUnavailable):
 		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "the change was not made; retry when the database is back"}
 	}
 	return Problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError}
 }
 
-// clean strips the package prefix from a typed error's message.
-func clean(err error) string {
-	msg := err.Error()
-	for _, p := range []string{"server: "} {
-		msg = strings.ReplaceAll(msg, p, "")
-	}
-	return msg
-}
+// Clean strips the package prefix from a typed error's message.
+func Clean(err error) string { return strings.ReplaceAll(err.Error(), "server: ", "") }
 
 // fail writes err as a problem document and aborts the request.
 func fail(c *gin.Context, err error) {
-	p := problemFor(err)
+	p := ProblemFor(err)
 	p.Instance = c.Request.URL.Path
 	p.RequestID = c.GetString(ctxRequestID)
 	if p.Status == http.StatusUnauthorized {

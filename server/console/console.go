@@ -109,11 +109,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
 	c.Engine.Use(gin.Recovery())
+	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg})
 	for _, m := range mounts {
 		m(c.Engine, c)
 	}
-	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
@@ -127,6 +127,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	}()
 	return c, nil
 }
+
+// OnShutdown registers f to run when Shutdown begins, before in-flight
+// requests are awaited: long-lived streams use it to end themselves.
+func (c *Console) OnShutdown(f func()) { c.http.RegisterOnShutdown(f) }
 
 // Addr is the address the API listens on.
 func (c *Console) Addr() string { return c.listener.Addr().String() }
@@ -158,8 +162,8 @@ func (c *Console) Shutdown(ctx context.Context) error {
 }
 
 func (c *Console) closeResources() {
-	if c.listener != nil && c.http == nil {
-		c.listener.Close()
+	if c.listener != nil {
+		c.listener.Close() // already closed after a serve; needed after a failed start
 	}
 	if c.Etcd != nil {
 		c.Etcd.Close()

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/api"
 )
 
 // failure is a service error as a page shows it: a status, the messages of
@@ -19,38 +20,35 @@ type failure struct {
 	Msg    string
 }
 
-// failureOf maps the service's typed errors for the browser, the same
-// classes the JSON API maps to problem documents.
+// failureOf maps the service's typed errors for the browser: the status
+// comes from the API's mapping, the words are for people.
 func failureOf(err error) failure {
-	var ve *server.ValidationError
-	f := failure{Fields: map[string]string{}}
-	switch {
-	case errors.As(err, &ve):
-		f.Status = http.StatusBadRequest
-		for _, fe := range ve.Fields {
+	p := api.ProblemFor(err)
+	f := failure{Status: p.Status, Fields: map[string]string{}}
+	switch p.Status {
+	case http.StatusBadRequest:
+		for _, fe := range p.Errors {
 			if _, dup := f.Fields[fe.Field]; !dup {
 				f.Fields[fe.Field] = fe.Msg
 			}
 		}
 		f.Msg = "Fix the fields marked below."
-	case errors.Is(err, server.ErrForbidden):
-		f.Status, f.Msg = http.StatusForbidden, "Not allowed: "+clean(err)
-	case errors.Is(err, server.ErrConflict):
-		f.Status, f.Msg = http.StatusConflict, "Someone else changed this meanwhile ("+clean(err)+"). Review the current state and submit again."
-	case errors.Is(err, server.ErrAlreadyExists):
-		f.Status, f.Msg = http.StatusConflict, clean(err)
-		f.Fields["name"] = "is taken"
-	case errors.Is(err, server.ErrNotFound):
-		f.Status, f.Msg = http.StatusNotFound, "Not found: "+clean(err)
-	case errors.Is(err, server.ErrUnavailable):
-		f.Status, f.Msg = http.StatusServiceUnavailable, "The database is unavailable; nothing was changed. Retry when it is back."
+	case http.StatusForbidden:
+		f.Msg = "Not allowed: " + p.Detail
+	case http.StatusConflict:
+		f.Msg = "Someone else changed this meanwhile (" + p.Detail + "). Review the current state and submit again."
+		if errors.Is(err, server.ErrAlreadyExists) {
+			f.Msg, f.Fields["name"] = p.Detail, "is taken"
+		}
+	case http.StatusNotFound:
+		f.Msg = "Not found: " + p.Detail
+	case http.StatusServiceUnavailable:
+		f.Msg = "The database is unavailable; nothing was changed. Retry when it is back."
 	default:
-		f.Status, f.Msg = http.StatusInternalServerError, "Internal error; nothing was changed."
+		f.Msg = "Internal error; nothing was changed."
 	}
 	return f
 }
-
-func clean(err error) string { return strings.ReplaceAll(err.Error(), "server: ", "") }
 
 // fail attaches err to form on p and renders the page.
 func (h *handler) fail(c *gin.Context, name string, p *page, form string, err error) {

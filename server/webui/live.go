@@ -33,7 +33,6 @@ type hub struct {
 	subs    map[chan int64]struct{}
 	closing chan struct{}
 	once    sync.Once
-	hooked  sync.Once
 }
 
 func newHub(cli *clientv3.Client, db *gorm.DB, prefix string) *hub {
@@ -130,10 +129,6 @@ const (
 // reconnecting browser sends Last-Event-ID and gets a change at once when it
 // missed one (or talks to another console replica).
 func (h *handler) events(c *gin.Context) {
-	if srv, ok := c.Request.Context().Value(http.ServerContextKey).(*http.Server); ok {
-		// Open streams would hold up a graceful shutdown; end them first.
-		h.hub.hooked.Do(func() { srv.RegisterOnShutdown(h.hub.close) })
-	}
 	ch, unsubscribe := h.hub.subscribe()
 	defer unsubscribe()
 	w := c.Writer

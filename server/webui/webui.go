@@ -58,6 +58,7 @@ func MountWith(o Options) console.Mount {
 			hub:      newHub(c.Etcd, c.DB, wire.NamespacePrefix(c.Config.Namespace)),
 		}
 		go h.hub.run()
+		c.OnShutdown(h.hub.close) // open event streams would hold up a graceful shutdown
 		h.routes(r)
 	}
 }
