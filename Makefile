@@ -46,6 +46,10 @@ bench:
 	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
 	$(GO) test ./server/... -run '^$$' -bench Flip
 
+## screenshots: regenerate docs/screenshots/*.png from a seeded console in headless Chromium
+screenshots:
+	$(GO) test ./server/webui -run TestScreenshots -update-screenshots -count=1
+
 ## compose-config: validate docker-compose.yml with the compose client (no engine needed;
 ## Debian: apt-get install docker-compose). `go test ./deploy` checks its shape without it.
 compose-config:
