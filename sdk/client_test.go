@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
@@ -99,7 +100,8 @@ func TestDeleteAndBadValueTouchOnlyThatSwitch(t *testing.T) {
 	for _, n := range []string{"a", "b", "c"} {
 		putSwitch(t, cli, ns, mkSwitch(app, n, wire.StateOn, 100))
 	}
-	c := newTestClient(t, Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app})
+	reg := prometheus.NewRegistry()
+	c := newTestClient(t, Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app, Registerer: reg})
 	ctx := context.Background()
 	waitFor(t, 10*time.Second, "initial list", func() bool {
 		return c.On(ctx, "a") && c.On(ctx, "b") && c.On(ctx, "c")
@@ -119,8 +121,20 @@ func TestDeleteAndBadValueTouchOnlyThatSwitch(t *testing.T) {
 	if !c.On(ctx, "b") || !c.On(ctx, "c") || !c.On(ctx, "d") {
 		t.Error("b and c must keep their previous value after an unparsable update; d must be on")
 	}
-	if got := c.decodeErrors.Load(); got != 2 {
-		t.Errorf("decode errors = %d, want 2", got)
+	if got := metricValue(t, reg, "switchyard_sdk_update_errors_total", "kind=decode"); got != 2 {
+		t.Errorf("decode errors = %v, want 2", got)
+	}
+	if got := metricValue(t, reg, "switchyard_sdk_switch_on", "switch=d"); got != 1 {
+		t.Errorf("switch_on{switch=d} = %v, want 1", got)
+	}
+	if got := metricValue(t, reg, "switchyard_sdk_applied_revision", ""); got < float64(rev) {
+		t.Errorf("applied_revision = %v, want ≥ %d", got, rev)
+	}
+	waitFor(t, 10*time.Second, "watch_connected", func() bool {
+		return metricValue(t, reg, "switchyard_sdk_watch_connected", "") == 1
+	})
+	if age := metricValue(t, reg, "switchyard_sdk_snapshot_age_seconds", ""); age < 0 || age > 60 {
+		t.Errorf("snapshot age = %v", age)
 	}
 	mu.Lock()
 	defer mu.Unlock()

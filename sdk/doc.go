@@ -46,9 +46,33 @@
 //
 // # Hot path
 //
-// Handle.On is one atomic load plus a few field reads: no lock and no
-// allocation. For instance stickiness the decision is precomputed whenever
-// a new snapshot is built.
+// Handle.On is one atomic load plus a few field reads, inlined into the
+// caller: no lock and no allocation. For instance stickiness the decision
+// is precomputed whenever a new snapshot is built; every applied watch
+// response builds one new immutable snapshot and swaps it in whole.
+//
+// # Staleness and the instance registry
+//
+// Stale reports true until live data arrived, while the watch is being
+// re-established, and while the instance lease's keepalives go
+// unanswered (about LeaseTTL/2 + 1 s after etcd disappears). The last
+// known state keeps being served. The instance key
+// instances/<app>/<instance-id> lives on a lease of LeaseTTL (10 s) and is
+// rewritten 250 ms–1.25 s (random) after the applied revision changes, so
+// the acks of a flip reaching many instances are spread out and do not
+// compete with the flip's own fan-out. A lost lease is re-granted and the
+// key written again. Close revokes the lease (waiting at most 1 s).
+//
+// # Metrics
+//
+// With Config.Registerer set, the client exports (all with const labels
+// namespace, app and instance): switchyard_sdk_switch_on{switch,level,source},
+// switchyard_sdk_applied_revision, switchyard_sdk_snapshot_age_seconds,
+// switchyard_sdk_watch_connected, switchyard_sdk_stale,
+// switchyard_sdk_update_errors_total{kind=decode|snapshot|watch} and
+// switchyard_sdk_fallbacks_served_total. They are computed at scrape time.
+// Several clients may share a registerer when their (namespace, app,
+// instance) differ; a duplicate makes New fail, it never panics.
 //
 // # Boundaries
 //

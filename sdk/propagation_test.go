@@ -39,7 +39,12 @@ var debugProp = os.Getenv("SWITCHYARD_DEBUG_PROPAGATION") != ""
 
 const flipSpacing = debounceMin + debounceJitter + 250*time.Millisecond
 
+// minFlips is the least number of flips per phase, whatever b.N is, so
+// that a default -benchtime run still yields n*minFlips samples.
+const minFlips = 15
+
 func benchPropagation(b *testing.B, n int) {
+	flips := max(b.N, minFlips)
 	srv := etcdtest.Start(b)
 	admin := srv.Client(b)
 	const ns, app, name = "bench", "checkout", "prop"
@@ -49,9 +54,9 @@ func benchPropagation(b *testing.B, n int) {
 	var pending atomic.Int64
 	var want atomic.Bool
 	var t0 atomic.Int64
-	sdkLat := make([]time.Duration, 0, n*max(b.N, 1))
+	sdkLat := make([]time.Duration, 0, n*flips)
 	var latMu sync.Mutex
-	rawLat := make([]time.Duration, 0, n*max(b.N, 1))
+	rawLat := make([]time.Duration, 0, n*flips)
 	var rawPending atomic.Int64
 	record := func(lat *[]time.Duration) {
 		d := time.Duration(time.Now().UnixNano() - t0.Load())
@@ -130,13 +135,13 @@ func benchPropagation(b *testing.B, n int) {
 	// and acks have settled.
 	time.Sleep(flipSpacing)
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < flips; i++ {
 		flip(i%2 == 0)
 		time.Sleep(flipSpacing)
 	}
 	b.StopTimer()
 	for _, c := range clients {
-		if got, wantOn := c.On(context.Background(), name), (b.N-1)%2 == 0; got != wantOn {
+		if got, wantOn := c.On(context.Background(), name), (flips-1)%2 == 0; got != wantOn {
 			b.Fatalf("%s answers %v, want %v", c.InstanceID(), got, wantOn)
 		}
 	}
@@ -184,7 +189,7 @@ func benchPropagation(b *testing.B, n int) {
 
 	time.Sleep(300 * time.Millisecond)
 	b.StartTimer()
-	for i := 0; i < b.N; i++ {
+	for i := 0; i < flips; i++ {
 		rawFlip(i)
 		time.Sleep(flipSpacing)
 	}
