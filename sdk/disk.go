@@ -201,17 +201,16 @@ func (c *Client) loadSnapshot() {
 // diskWriter coalesces snapshot writes to at most one per
 // snapshotInterval and writes a final one on close.
 type diskWriter struct {
-	c         *Client
-	mu        sync.Mutex
-	timer     *time.Timer
-	pending   bool
-	closed    bool
-	last      time.Time
-	written   *state
-	writeMu   sync.Mutex
-	wg        sync.WaitGroup
-	writtenAt time.Time
-	writes    atomic.Int64 // successful writes, for tests
+	c       *Client
+	mu      sync.Mutex
+	timer   *time.Timer
+	pending bool
+	closed  bool
+	last    time.Time
+	written *state
+	writeMu sync.Mutex
+	wg      sync.WaitGroup
+	writes  atomic.Int64 // successful writes, for tests
 }
 
 func (d *diskWriter) init(c *Client) { d.c = c }
@@ -274,7 +273,6 @@ func (d *diskWriter) write() {
 	}
 	d.written = st
 	d.writes.Add(1)
-	d.writtenAt = now
 }
 
 // writeFileAtomic writes data to path through a synced temporary file,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -175,5 +176,20 @@ func TestImportBoundaries(t *testing.T) {
 	}
 	if _, err := os.Stat("doc.go"); err != nil {
 		t.Error("sdk/doc.go missing")
+	}
+}
+
+// TestHandleOnInlines guards the hot path: Handle.On must stay within the
+// compiler's inlining budget (see statePtr), or a check costs a call.
+func TestHandleOnInlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the compiler")
+	}
+	out, err := exec.Command("go", "build", "-gcflags=-m", "-o", os.DevNull, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`can inline \(\*Handle\)\.On\b`).Match(out) {
+		t.Error("(*Handle).On is no longer inlinable; keep its fast path within the inlining budget")
 	}
 }

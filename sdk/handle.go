@@ -41,7 +41,6 @@ type Handle struct {
 	fbSource Source          // SourceEnv, SourceDefault or SourceNone
 	name     string
 	served   *atomic.Uint64 // fallbacks served for this name, shared by its handles
-	c        *Client
 }
 
 // Switch returns the handle of the named switch. It never fails: an
@@ -52,7 +51,7 @@ func (c *Client) Switch(name string, opts ...Option) *Handle {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := &Handle{st: &c.state, p: &c.state.p, name: name, c: c}
+	h := &Handle{st: &c.state, p: &c.state.p, name: name}
 	switch env, ok := c.env[envName(name)]; {
 	case ok:
 		h.fbOn, h.fbSource = env, SourceEnv
