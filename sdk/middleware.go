@@ -1,0 +1,525 @@
+package sdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Rejection reasons. They are a fixed vocabulary, used in problem documents,
+// gRPC status messages and metric labels; never user input.
+const (
+	ReasonRateLimited            = "rate_limited"        // a rate rule rejected (429)
+	ReasonConcurrencyLimited     = "concurrency_limited" // a concurrency or adaptive rule rejected (429)
+	ReasonBreakerOpen            = "breaker_open"        // the resource's circuit breaker is open (503)
+	ReasonReadOnly               = "read_only"           // an L4 switch is on and the request writes (503)
+	ReasonQueueUnavailable       = "queue_unavailable"   // an L5 switch is on but writes cannot be queued here (503)
+	ReasonEnqueueFailed          = "enqueue_failed"      // the Enqueuer refused the write (503)
+	ReasonIdempotencyKeyRequired = "idempotency_key_required"
+	ReasonIdempotencyKeyInvalid  = "idempotency_key_invalid"
+)
+
+// Verdict is what a Guard decided for a request.
+type Verdict uint8
+
+// Verdicts.
+const (
+	Proceed Verdict = iota // serve the request (Entry.Level says whether degraded)
+	Reject                 // answer with Entry.Reason; do not serve
+	Queue                  // an L5 write: hand it to the service's queue, answer 202
+)
+
+// Guard applies limit rules and degradation switches to requests of any
+// transport; the net/http middleware, ginx and grpcx are built on it.
+//
+// The switches named act by their published level while they are on for
+// the request: any level marks the request degraded (WithDegraded with the
+// highest level on), L4 (read_only) rejects writes, L5 (queue_writes) turns
+// writes into Queue. When both are on, L4 wins: no write is accepted.
+// Reads always proceed.
+type Guard struct {
+	c        *Client
+	e        *enforcement
+	switches []*Handle
+}
+
+// Guard returns a guard acting on the given switches (see Guard).
+func (c *Client) Guard(switches ...*Handle) *Guard {
+	return &Guard{c: c, e: c.enforcement(), switches: switches}
+}
+
+// Entry is one request inside a Guard. Call Exit exactly once when the
+// request is over, whatever the verdict.
+type Entry struct {
+	Verdict Verdict
+	// Reason is set for Reject: one of the Reason constants.
+	Reason string
+	// RetryAfter is, for a limiter rejection, when to try again (0: unknown).
+	RetryAfter time.Duration
+	// Wait is how long a GCRA rule asks the request to wait before it
+	// proceeds.
+	Wait time.Duration
+	// Level is the highest level of a switch on for the request, "" when the
+	// request is not degraded.
+	Level wire.Level
+
+	permit Permit
+	g      *Guard
+	start  time.Time
+}
+
+// Enter decides one request for resource. h supplies header keys for
+// key_by rules (nil if none); write says whether the request changes state.
+// The returned context carries the degraded level when there is one.
+func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write bool) (context.Context, Entry) {
+	en := Entry{g: g, start: time.Now()}
+	if _, ok := g.c.LimitRule(resource); ok {
+		p, d := g.c.Limiter(resource).AdmitHeaders(ctx, h)
+		if !d.OK {
+			en.Verdict, en.Reason, en.RetryAfter = Reject, d.Reason.String(), d.RetryAfter
+			return ctx, en
+		}
+		en.permit, en.Wait = p, d.Wait
+	}
+	var l4, l5 bool
+	for _, s := range g.switches {
+		if !s.On(ctx) {
+			continue
+		}
+		lv := s.Level()
+		if lv.Rank() > en.Level.Rank() {
+			en.Level = lv
+		}
+		l4 = l4 || lv == wire.L4
+		l5 = l5 || lv == wire.L5
+	}
+	if en.Level == "" {
+		return ctx, en
+	}
+	switch {
+	case write && l4:
+		en.Verdict, en.Reason, en.Level = Reject, ReasonReadOnly, wire.L4
+	case write && l5:
+		en.Verdict, en.Level = Queue, wire.L5
+	}
+	return WithDegraded(ctx, en.Level), en
+}
+
+// Exit ends the request: it finishes the limiter permit with ok (false
+// counts as a failure for breaker and adaptive rules) and records the
+// latency and the degraded action.
+func (en *Entry) Exit(ok bool) {
+	en.permit.Finish(ok)
+	if en.g == nil || (en.Level == "" && en.Verdict == Reject) {
+		return // limiter rejections are neither path
+	}
+	m := en.g.e.metrics
+	m.observe(en.Level, time.Since(en.start).Seconds())
+	if en.Level == "" {
+		return
+	}
+	action := "served"
+	switch {
+	case en.Verdict == Reject:
+		action = "rejected"
+	case en.Verdict == Queue && ok:
+		action = "queued"
+	case en.Verdict == Queue:
+		action = "rejected"
+	}
+	m.served.WithLabelValues(string(en.Level), action).Inc()
+}
+
+// Holds reports whether the request holds a limiter slot whose outcome
+// matters (concurrency, adaptive and breaker rules), so the caller should
+// report success or failure to Exit.
+func (en *Entry) Holds() bool { return en.permit.l != nil }
+
+// Enqueuer receives L5 writes. Enqueue is called at most once per
+// (resource, Idempotency-Key) within the middleware's idempotency TTL;
+// concurrent duplicates wait for that one call and share its result. It
+// runs inside the request, so it may read w.Request.Body; its context is
+// the request's without cancellation. A nil error means the write is
+// durably queued and the client gets 202.
+type Enqueuer interface {
+	Enqueue(ctx context.Context, w QueuedWrite) error
+}
+
+// EnqueuerFunc adapts a function to Enqueuer.
+type EnqueuerFunc func(ctx context.Context, w QueuedWrite) error
+
+// Enqueue implements Enqueuer.
+func (f EnqueuerFunc) Enqueue(ctx context.Context, w QueuedWrite) error { return f(ctx, w) }
+
+// QueuedWrite is a write handed to an Enqueuer.
+type QueuedWrite struct {
+	// Key is the client's Idempotency-Key.
+	Key string
+	// Resource is the guarded resource ("POST /orders").
+	Resource string
+	// Request is the HTTP request; read its body inside Enqueue.
+	Request *http.Request
+}
+
+// MiddlewareOptions configure the net/http middleware. The zero value
+// enforces limit rules by route and acts on no switch.
+type MiddlewareOptions struct {
+	// Switches are the degradation switches acting on the wrapped handlers
+	// by their published level (see Guard): typically the app's L4 and L5
+	// switches, e.g. client.Switch("db-readonly"), client.Switch("orders-queue").
+	Switches []*Handle
+	// Resource names a request's resource. Default RouteResource.
+	Resource func(*http.Request) string
+	// Mux, when the middleware wraps a whole ServeMux (so r.Pattern is not
+	// yet set), resolves the route pattern the mux will pick.
+	Mux *http.ServeMux
+	// Enqueuer receives L5 writes. Without it an L5 write gets 503
+	// queue_unavailable: writes fail explicitly rather than vanish.
+	Enqueuer Enqueuer
+	// IdempotencyTTL is how long an accepted key is remembered. Default 24h.
+	IdempotencyTTL time.Duration
+	// IdempotencyMaxKeys bounds the remembered keys (oldest dropped first).
+	// Default 100,000.
+	IdempotencyMaxKeys int
+}
+
+// HTTPGuard is the net/http form of a Guard: it writes the rejections and
+// the L5 answers itself. Use Handler as middleware, or Enter/Exit from
+// another router's middleware (see sdk/ginx).
+type HTTPGuard struct {
+	g        *Guard
+	opts     MiddlewareOptions
+	resource func(*http.Request) string
+	idem     *dedupe
+}
+
+// HTTPGuard returns the guard behind Middleware.
+func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
+	h := &HTTPGuard{g: c.Guard(opts.Switches...), opts: opts, resource: opts.Resource}
+	if h.resource == nil {
+		h.resource = RouteResource
+		if mux := opts.Mux; mux != nil {
+			h.resource = func(r *http.Request) string {
+				if r.Pattern == "" {
+					if _, p := mux.Handler(r); p != "" {
+						return patternResource(r.Method, p)
+					}
+				}
+				return RouteResource(r)
+			}
+		}
+	}
+	ttl := opts.IdempotencyTTL
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	n := opts.IdempotencyMaxKeys
+	if n <= 0 {
+		n = 100_000
+	}
+	h.idem = newDedupe(ttl, n)
+	return h
+}
+
+// Middleware returns net/http middleware that guards every request:
+//
+//   - the limit rule of the request's resource (see RouteResource): a
+//     rejection is 429 (503 for an open breaker) with Retry-After in whole
+//     seconds (at least 1) and an application/problem+json body
+//     {type, title, status, reason};
+//   - L4 switch on: writes (every method but GET, HEAD, OPTIONS, TRACE) get
+//     503 reason read_only, never a 2xx; reads are served;
+//   - L5 switch on: writes need an Idempotency-Key header (400 reason
+//     idempotency_key_required otherwise), are handed once per key to the
+//     Enqueuer and answered 202 {"status":"queued","idempotency_key":…};
+//   - a degraded request reaches the handler with its level in the context
+//     (DegradedLevel).
+//
+// A breaker or adaptive rule counts a 5xx answer or a panic as a failure.
+func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
+	return c.HTTPGuard(opts).Handler
+}
+
+// Handler wraps next.
+func (h *HTTPGuard) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r, en, ok := h.Enter(w, r, h.resource(r))
+		if !ok {
+			return
+		}
+		if !en.Holds() {
+			defer en.Exit(true)
+			next.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		done := false
+		defer func() {
+			if !done {
+				en.Exit(false) // panic
+			}
+		}()
+		next.ServeHTTP(sw, r)
+		done = true
+		en.Exit(sw.status < 500)
+	})
+}
+
+// Enter guards one request for resource. When it returns false the answer
+// (rejection or L5 202) is written and the request is over; otherwise serve
+// the returned request (its context carries the degraded level) and call
+// en.Exit with whether the answer was a success (status below 500).
+func (h *HTTPGuard) Enter(w http.ResponseWriter, r *http.Request, resource string) (_ *http.Request, en Entry, proceed bool) {
+	ctx, en := h.g.Enter(r.Context(), resource, r.Header, isWrite(r.Method))
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	switch en.Verdict {
+	case Reject:
+		WriteProblem(w, en.Reason, en.RetryAfter)
+		en.Exit(true)
+		return r, en, false
+	case Queue:
+		ok := h.queue(w, r, resource)
+		en.Exit(ok)
+		return r, en, false
+	}
+	if en.Wait > 0 {
+		t := time.NewTimer(en.Wait)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			en.Exit(true)
+			return r, en, false
+		}
+	}
+	return r, en, true
+}
+
+// queue answers an L5 write; it reports whether the write was queued.
+func (h *HTTPGuard) queue(w http.ResponseWriter, r *http.Request, resource string) bool {
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		WriteProblem(w, ReasonIdempotencyKeyRequired, 0)
+		return false
+	case !validIdempotencyKey(key):
+		WriteProblem(w, ReasonIdempotencyKeyInvalid, 0)
+		return false
+	case h.opts.Enqueuer == nil:
+		WriteProblem(w, ReasonQueueUnavailable, 0)
+		return false
+	}
+	err := h.idem.do(r.Context(), resource+"\x00"+key, func() error {
+		return h.opts.Enqueuer.Enqueue(context.WithoutCancel(r.Context()), QueuedWrite{Key: key, Resource: resource, Request: r})
+	})
+	if err != nil {
+		WriteProblem(w, ReasonEnqueueFailed, 0)
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Idempotency-Key", key)
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(struct {
+		Status string `json:"status"`
+		Key    string `json:"idempotency_key"`
+	}{"queued", key})
+	return true
+}
+
+// validIdempotencyKey accepts 1–255 printable ASCII characters.
+func validIdempotencyKey(k string) bool {
+	if len(k) > 255 {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if k[i] < 0x21 || k[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// isWrite reports whether an HTTP method may change state: everything but
+// the safe methods of RFC 9110.
+func isWrite(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return false
+	}
+	return true
+}
+
+// RouteResource is the default resource of a request: the ServeMux route
+// pattern when the request was routed by one (r.Pattern, Go 1.22+), as
+// "METHOD pattern" ("POST /orders/{id}"); otherwise "METHOD path".
+//
+// Only resources with a published rule get a Limiter and metric series, so
+// raw paths with ids in them cost nothing unless a rule names them.
+func RouteResource(r *http.Request) string {
+	if r.Pattern != "" {
+		return patternResource(r.Method, r.Pattern)
+	}
+	return r.Method + " " + r.URL.Path
+}
+
+// patternResource prefixes a pattern without a method with the request's.
+func patternResource(method, pattern string) string {
+	if i := strings.IndexAny(pattern, " /"); i > 0 && pattern[i] == ' ' {
+		return pattern
+	}
+	return method + " " + pattern
+}
+
+// Problem is the application/problem+json body of a rejection.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Reason string `json:"reason"`
+}
+
+var problems = map[string]Problem{
+	ReasonRateLimited:            {Title: "Too many requests", Status: http.StatusTooManyRequests},
+	ReasonConcurrencyLimited:     {Title: "Too many concurrent requests", Status: http.StatusTooManyRequests},
+	ReasonBreakerOpen:            {Title: "Dependency unavailable (circuit breaker open)", Status: http.StatusServiceUnavailable},
+	ReasonReadOnly:               {Title: "Service is read-only: writes are disabled", Status: http.StatusServiceUnavailable},
+	ReasonQueueUnavailable:       {Title: "Writes are being queued but this endpoint cannot queue them", Status: http.StatusServiceUnavailable},
+	ReasonEnqueueFailed:          {Title: "The write could not be queued", Status: http.StatusServiceUnavailable},
+	ReasonIdempotencyKeyRequired: {Title: "Writes are being queued: an Idempotency-Key header is required", Status: http.StatusBadRequest},
+	ReasonIdempotencyKeyInvalid:  {Title: "Idempotency-Key must be 1-255 printable ASCII characters", Status: http.StatusBadRequest},
+}
+
+// ProblemFor returns the problem document of a reason; an unknown reason
+// maps to a 503 with reason "unavailable".
+func ProblemFor(reason string) Problem {
+	p, ok := problems[reason]
+	if !ok {
+		p, reason = Problem{Title: "Service unavailable", Status: http.StatusServiceUnavailable}, "unavailable"
+	}
+	p.Type, p.Reason = "/problems/"+reason, reason
+	return p
+}
+
+// WriteProblem writes the rejection of a reason: its status, a
+// Retry-After header in whole seconds (rounded up, at least 1) for 429 and
+// 503 answers, and the problem document.
+func WriteProblem(w http.ResponseWriter, reason string, retryAfter time.Duration) {
+	p := ProblemFor(reason)
+	hd := w.Header()
+	hd.Set("Content-Type", "application/problem+json")
+	if p.Status == http.StatusTooManyRequests || retryAfter > 0 {
+		hd.Set("Retry-After", strconv.Itoa(RetryAfterSeconds(retryAfter)))
+	}
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// RetryAfterSeconds rounds d up to whole seconds, at least 1.
+func RetryAfterSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// statusWriter records the status code for breaker and adaptive outcomes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.status, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// dedupe runs a function once per key: concurrent callers with the same
+// key wait for the first call and share its result; a success is
+// remembered for ttl, a failure is forgotten so a retry calls again. At most
+// max keys are remembered, the oldest dropped first.
+type dedupe struct {
+	mu    sync.Mutex
+	ttl   time.Duration
+	max   int
+	m     map[string]*flight
+	order []flightRef // insertion order, oldest first
+}
+
+type flight struct {
+	done chan struct{}
+	err  error
+	at   time.Time
+}
+
+type flightRef struct {
+	key string
+	f   *flight
+}
+
+func newDedupe(ttl time.Duration, max int) *dedupe {
+	return &dedupe{ttl: ttl, max: max, m: map[string]*flight{}}
+}
+
+func (d *dedupe) do(ctx context.Context, key string, fn func() error) error {
+	now := time.Now()
+	d.mu.Lock()
+	for len(d.order) > 0 && (len(d.order) >= d.max || now.Sub(d.order[0].at()) > d.ttl) {
+		old := d.order[0]
+		d.order[0] = flightRef{}
+		d.order = d.order[1:]
+		if d.m[old.key] == old.f {
+			delete(d.m, old.key)
+		}
+	}
+	if f, ok := d.m[key]; ok {
+		d.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{}), at: now}
+	d.m[key] = f
+	d.order = append(d.order, flightRef{key, f})
+	d.mu.Unlock()
+
+	defer func() {
+		if f.err != nil {
+			d.mu.Lock()
+			if d.m[key] == f {
+				delete(d.m, key)
+			}
+			d.mu.Unlock()
+		}
+		close(f.done)
+	}()
+	f.err = errEnqueuePanic
+	f.err = fn()
+	return f.err
+}
+
+func (r flightRef) at() time.Time { return r.f.at }
+
+// errEnqueuePanic is the result shared with duplicates when the Enqueuer
+// panics.
+var errEnqueuePanic = errors.New("sdk: enqueuer panicked")
