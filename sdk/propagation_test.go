@@ -54,16 +54,14 @@ func benchPropagation(b *testing.B, n int) {
 	var pending atomic.Int64
 	var want atomic.Bool
 	var t0 atomic.Int64
-	sdkLat := make([]time.Duration, 0, n*flips)
-	var latMu sync.Mutex
-	rawLat := make([]time.Duration, 0, n*flips)
+	var cur atomic.Int64 // flip number, indexes the sample slices
+	// One slot per (flip, client): recording takes no lock, so the
+	// harness adds no contention of its own to either phase.
+	sdkLat := make([]time.Duration, n*flips)
+	rawLat := make([]time.Duration, n*flips)
 	var rawPending atomic.Int64
-	record := func(lat *[]time.Duration) {
-		d := time.Duration(time.Now().UnixNano() - t0.Load())
-		latMu.Lock()
-		*lat = append(*lat, d)
-		latMu.Unlock()
-		pending.Add(-1)
+	record := func(lat []time.Duration, i int) {
+		lat[int(cur.Load())*n+i] = time.Duration(time.Now().UnixNano() - t0.Load())
 	}
 	clients := make([]*Client, n)
 	var wg sync.WaitGroup
@@ -79,7 +77,8 @@ func benchPropagation(b *testing.B, n int) {
 			}
 			c.OnChange(func(ch Change) {
 				if ch.Name == name && ch.On == want.Load() {
-					record(&sdkLat)
+					record(sdkLat, i)
+					pending.Add(-1)
 				}
 			})
 			clients[i] = c
@@ -102,32 +101,30 @@ func benchPropagation(b *testing.B, n int) {
 		}
 	}
 
-	flip := func(on bool) {
+	flip := func(k int, on bool) {
 		sw := mkSwitch(app, name, wire.StateOff, 100)
 		if on {
 			sw.State = wire.StateOn
 		}
 		want.Store(on)
+		cur.Store(int64(k))
 		pending.Store(int64(n))
 		t0.Store(time.Now().UnixNano())
 		putSwitch(b, admin, ns, sw)
 		waitFor(b, 60*time.Second, "all SDK clients applied", func() bool { return pending.Load() <= 0 })
 		if debugProp {
-			latMu.Lock()
-			_, p99 := percentiles(sdkLat[len(sdkLat)-n:])
-			latMu.Unlock()
+			_, p99 := percentiles(sdkLat[k*n : (k+1)*n])
 			b.Logf("sdk flip p99 %.1f ms", p99)
 		}
 	}
 	rawFlip := func(i int) {
+		cur.Store(int64(i))
 		rawPending.Store(int64(n))
 		t0.Store(time.Now().UnixNano())
 		put(b, admin, rawKey, fmt.Sprint(i))
 		waitFor(b, 60*time.Second, "all raw watchers received", func() bool { return rawPending.Load() <= 0 })
 		if debugProp {
-			latMu.Lock()
-			_, p99 := percentiles(rawLat[len(rawLat)-n:])
-			latMu.Unlock()
+			_, p99 := percentiles(rawLat[i*n : (i+1)*n])
 			b.Logf("raw flip p99 %.1f ms", p99)
 		}
 	}
@@ -136,7 +133,7 @@ func benchPropagation(b *testing.B, n int) {
 	time.Sleep(flipSpacing)
 	b.ResetTimer()
 	for i := 0; i < flips; i++ {
-		flip(i%2 == 0)
+		flip(i, i%2 == 0)
 		time.Sleep(flipSpacing)
 	}
 	b.StopTimer()
@@ -167,10 +164,7 @@ func benchPropagation(b *testing.B, n int) {
 					ready <- struct{}{}
 				}
 				for range wr.Events {
-					d := time.Duration(time.Now().UnixNano() - t0.Load())
-					latMu.Lock()
-					rawLat = append(rawLat, d)
-					latMu.Unlock()
+					record(rawLat, i)
 					rawPending.Add(-1)
 				}
 			}
