@@ -200,7 +200,7 @@ func (c *Client) Ready() bool {
 }
 
 // WaitReady blocks until live data has been applied, ctx is done or the
-// client is closed.
+// client is closed. A client without Endpoints never becomes ready.
 func (c *Client) WaitReady(ctx context.Context) error {
 	select {
 	case <-c.ready:

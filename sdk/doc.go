@@ -17,7 +17,9 @@
 // When no live value exists for a switch the answer comes from, in order:
 // the disk snapshot, the environment variable
 // SWITCHYARD_SWITCH_<APP>_<NAME>=on|off (upper case, "." and "-" become
-// "_"), the Default option given to Client.Switch, and finally off.
+// "_"; read once, when New runs), the Default option given to
+// Client.Switch, and finally off. Every answer from the last three counts
+// in switchyard_sdk_fallbacks_served_total.
 //
 // # Precedence
 //
