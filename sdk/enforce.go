@@ -89,8 +89,10 @@ type Limiter struct {
 type enforcer struct {
 	rule   *wire.LimitRule // effective rule (cluster share applied)
 	shadow bool
-	hold   bool              // concurrency, adaptive, breaker: permits must be finished
+	hold   bool               // concurrency, adaptive, breaker: permits must be finished
 	tb     *limit.TokenBucket // fast path for unkeyed token buckets
+	br     *limit.Breaker     // fast path for unkeyed breakers in enforce mode
+	slots  bool               // concurrency, adaptive: count in-flight requests
 	lim    limit.Limiter      // unkeyed
 	keyed  *limit.Keyed       // key_by rules
 	header string             // key_by source header
@@ -101,29 +103,34 @@ type enforcer struct {
 // Release, or Finish) when the guarded work ends; the zero Permit is a no-op.
 type Permit struct {
 	p limit.Permit
-	l *Limiter // set for kinds that hold a slot, to count in-flight requests
+	n *atomic.Int64 // in-flight counter of concurrency and adaptive rules
 }
 
 // Done finishes the permit; a non-nil err counts as a failure for breaker
 // and adaptive rules (the breaker applies its IsFailure hook).
 func (p Permit) Done(err error) {
-	if p.l != nil {
-		p.l.inflight.Add(-1)
-		p.p.Done(err)
+	if p.n != nil {
+		p.n.Add(-1)
 	}
+	p.p.Done(err)
 }
 
 // Finish finishes the permit with an outcome the caller judged (an HTTP
 // status, say).
 func (p Permit) Finish(ok bool) {
-	if p.l != nil {
-		p.l.inflight.Add(-1)
-		p.p.Finish(ok)
+	if p.n != nil {
+		p.n.Add(-1)
 	}
+	p.p.Finish(ok)
 }
 
 // Release finishes the permit as a success.
 func (p Permit) Release() { p.Done(nil) }
+
+// Holds reports whether the permit holds a slot whose outcome matters
+// (concurrency, adaptive and breaker rules): finish it with the real
+// outcome of the work.
+func (p Permit) Holds() bool { return p.p != limit.Permit{} }
 
 // Limiter returns the enforcement handle of a resource ("POST /orders"),
 // creating it on first use. It never fails: a resource without a published
@@ -260,7 +267,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		}
 		l.allowed.Add(1)
 		l.inflight.Add(1)
-		return Permit{p: p, l: l}, nil
+		return Permit{p: p, n: &l.inflight}, nil
 	}
 	p, d := lim.Admit()
 	pm, d := l.permit(e, p, d)
@@ -284,8 +291,17 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // the permit with fn's error; a panic in fn counts as a failure and
 // propagates. With a breaker rule this is the breaker's Do.
 func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) (err error) {
-	p, err := l.Acquire(ctx)
-	if err != nil {
+	var p Permit
+	if e := l.cur.Load(); e != nil && e.br != nil {
+		// Breaker fast path: no interface calls, no in-flight counter.
+		lp, err := e.br.Allow()
+		if err != nil {
+			l.rejected[limit.ReasonBreakerOpen].Add(1)
+			return &RejectError{Resource: l.resource, Decision: limit.Decision{Reason: limit.ReasonBreakerOpen, RetryAfter: e.br.RetryAfter()}}
+		}
+		l.allowed.Add(1)
+		p.p = lp
+	} else if p, err = l.Acquire(ctx); err != nil {
 		return err
 	}
 	done := false
@@ -319,8 +335,11 @@ func (l *Limiter) permit(e *enforcer, p limit.Permit, d limit.Decision) (Permit,
 	if d = l.count(e, d); !d.OK || !e.hold {
 		return Permit{}, d
 	}
+	if !e.slots {
+		return Permit{p: p}, d
+	}
 	l.inflight.Add(1)
-	return Permit{p: p, l: l}, d
+	return Permit{p: p, n: &l.inflight}, d
 }
 
 func (l *Limiter) onTransition(from, to limit.State) {
@@ -444,8 +463,9 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 	next := &enforcer{
 		rule:   rule,
 		shadow: rule.Mode == wire.ModeShadow,
-		hold:   rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive || rule.Kind == wire.KindBreaker,
+		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive,
 	}
+	next.hold = next.slots || rule.Kind == wire.KindBreaker
 	var err error
 	if rule.KeyBy.Source != "" {
 		next.header, next.ctxKey = rule.KeyBy.Name, rule.KeyBy.Source == "context"
@@ -461,6 +481,9 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 		}
 		next.lim, err = limit.Update(prev, rule, l.clock, l.opts...)
 		next.tb, _ = next.lim.(*limit.TokenBucket)
+		if !next.shadow {
+			next.br, _ = next.lim.(*limit.Breaker)
+		}
 	}
 	if err != nil || (next.lim == nil && next.keyed == nil) {
 		// Published rules are validated by the client; a rule that still

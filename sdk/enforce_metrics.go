@@ -49,7 +49,7 @@ func newEnforceMetrics(e *enforcement) *enforceMetrics {
 	m := &enforceMetrics{
 		e:           e,
 		decisions:   d("limit_decisions_total", "Limiter decisions by resource, decision (allowed, rejected, would_reject) and reason (none, rate_limited, concurrency_limited, breaker_open).", "resource", "decision", "reason"),
-		inflight:    d("limit_in_flight", "Requests holding a slot of a concurrency, adaptive or breaker rule.", "resource"),
+		inflight:    d("limit_in_flight", "Requests holding a slot of a concurrency or adaptive rule.", "resource"),
 		breaker:     d("breaker_state", "1 for the current state (closed, open, half_open) of a resource's circuit breaker, 0 for the others.", "resource", "state"),
 		transitions: d("breaker_transitions_total", "Circuit breaker state transitions.", "resource", "from", "to"),
 		adaptive:    d("adaptive_limit", "Current concurrency limit of an adaptive rule.", "resource"),
@@ -111,7 +111,7 @@ func (m *enforceMetrics) Collect(ch chan<- prometheus.Metric) {
 		if e == nil {
 			return true
 		}
-		if e.hold {
+		if e.slots {
 			gauge(m.inflight, float64(l.inflight.Load()), r)
 		}
 		switch x := e.lim.(type) {

@@ -141,7 +141,7 @@ func (en *Entry) Exit(ok bool) {
 // Holds reports whether the request holds a limiter slot whose outcome
 // matters (concurrency, adaptive and breaker rules), so the caller should
 // report success or failure to Exit.
-func (en *Entry) Holds() bool { return en.permit.l != nil }
+func (en *Entry) Holds() bool { return en.permit.Holds() }
 
 // Enqueuer receives L5 writes. Enqueue is called at most once per
 // (resource, Idempotency-Key) within the middleware's idempotency TTL;
