@@ -69,12 +69,22 @@ func newSession(t testing.TB, root context.Context, c *console.Console) *session
 	return &session{t: t, ctx: ctx, base: c.URL()}
 }
 
-// do runs steps with a timeout and fails the test on error.
+// do runs steps with a timeout and fails the test on error. A live refresh
+// may swap a region between finding a node and clicking it; the steps are
+// then run again on the fresh DOM (at most three times).
 func (s *session) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, steps...); err != nil {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+		err = chromedp.Do(ctx, steps...)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
 }
