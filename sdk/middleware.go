@@ -81,14 +81,6 @@ type Entry struct {
 // The returned context carries the degraded level when there is one.
 func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write bool) (context.Context, Entry) {
 	en := Entry{g: g, start: time.Now()}
-	if _, ok := g.c.LimitRule(resource); ok {
-		p, d := g.c.Limiter(resource).AdmitHeaders(ctx, h)
-		if !d.OK {
-			en.Verdict, en.Reason, en.RetryAfter = Reject, d.Reason.String(), d.RetryAfter
-			return ctx, en
-		}
-		en.permit, en.Wait = p, d.Wait
-	}
 	var l4, l5 bool
 	for _, s := range g.switches {
 		if !s.On(ctx) {
@@ -101,13 +93,24 @@ func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write boo
 		l4 = l4 || lv == wire.L4
 		l5 = l5 || lv == wire.L5
 	}
+	// An L4 write is refused before the limiter: it costs no token and
+	// says what is going on. Queued (L5) writes are still limited.
+	if write && l4 {
+		en.Verdict, en.Reason, en.Level = Reject, ReasonReadOnly, wire.L4
+		return WithDegraded(ctx, en.Level), en
+	}
+	if _, ok := g.c.LimitRule(resource); ok {
+		p, d := g.c.Limiter(resource).AdmitHeaders(ctx, h)
+		if !d.OK {
+			en.Verdict, en.Reason, en.RetryAfter, en.Level = Reject, d.Reason.String(), d.RetryAfter, ""
+			return ctx, en
+		}
+		en.permit, en.Wait = p, d.Wait
+	}
 	if en.Level == "" {
 		return ctx, en
 	}
-	switch {
-	case write && l4:
-		en.Verdict, en.Reason, en.Level = Reject, ReasonReadOnly, wire.L4
-	case write && l5:
+	if write && l5 {
 		en.Verdict, en.Level = Queue, wire.L5
 	}
 	return WithDegraded(ctx, en.Level), en
