@@ -69,7 +69,8 @@ func IsFailure(f func(error) bool) LimiterOption {
 // scope "cluster" divides the rule's quota by the live instances of the app
 // (see ClusterShare). key_by keeps per-key state bounded by the rule's
 // max_keys and ttl (limit.Keyed); the key comes from the header named by the
-// rule (AdmitHeaders) or the context key set with WithKey.
+// rule (AdmitHeaders) or the context key set with WithKey; requests without
+// a key share the state of the empty key.
 type Limiter struct {
 	resource string
 	e        *enforcement
@@ -88,6 +89,7 @@ type Limiter struct {
 // enforcer is the immutable enforcement of one rule version.
 type enforcer struct {
 	rule   *wire.LimitRule // effective rule (cluster share applied)
+	src    *wire.LimitRule // the published rule
 	shadow bool
 	hold   bool               // concurrency, adaptive, breaker: permits must be finished
 	tb     *limit.TokenBucket // fast path for unkeyed token buckets
@@ -156,7 +158,20 @@ func (c *Client) Limiter(resource string, opts ...LimiterOption) *Limiter {
 	}
 	e.refreshLocked(l)
 	e.limiters.Store(resource, l)
+	// A change applied between the refresh and the Store was not seen by
+	// the change listener (it found no handle): catch up.
+	if pub, _ := c.LimitRule(resource); pub != l.published() {
+		e.refreshLocked(l)
+	}
 	return l
+}
+
+// published returns the published rule behind the current enforcer.
+func (l *Limiter) published() *wire.LimitRule {
+	if e := l.cur.Load(); e != nil {
+		return e.src
+	}
+	return nil
 }
 
 // Resource returns the resource the limiter protects.
@@ -462,6 +477,7 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 	old := l.cur.Load()
 	next := &enforcer{
 		rule:   rule,
+		src:    pub,
 		shadow: rule.Mode == wire.ModeShadow,
 		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive,
 	}
