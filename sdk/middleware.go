@@ -246,7 +246,9 @@ func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
 //   - a degraded request reaches the handler with its level in the context
 //     (DegradedLevel).
 //
-// A breaker or adaptive rule counts a 5xx answer or a panic as a failure.
+// An L4 write is refused before the limiter is asked; L5 writes are limited
+// like any request before they are queued. A breaker or adaptive rule counts
+// a 5xx answer or a panic as a failure.
 func (c *Client) Middleware(opts MiddlewareOptions) func(http.Handler) http.Handler {
 	return c.HTTPGuard(opts).Handler
 }
