@@ -306,17 +306,22 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 // the permit with fn's error; a panic in fn counts as a failure and
 // propagates. With a breaker rule this is the breaker's Do.
 func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) (err error) {
-	var p Permit
 	if e := l.cur.Load(); e != nil && e.br != nil {
-		// Breaker fast path: no interface calls, no in-flight counter.
-		lp, err := e.br.Allow()
-		if err != nil {
-			l.rejected[limit.ReasonBreakerOpen].Add(1)
-			return &RejectError{Resource: l.resource, Decision: limit.Decision{Reason: limit.ReasonBreakerOpen, RetryAfter: e.br.RetryAfter()}}
+		// Breaker fast path: the breaker's own Do, no interface calls.
+		called := false
+		err = e.br.Do(func() error {
+			called = true
+			return fn(ctx)
+		})
+		if called {
+			l.allowed.Add(1)
+			return err
 		}
-		l.allowed.Add(1)
-		p.p = lp
-	} else if p, err = l.Acquire(ctx); err != nil {
+		l.rejected[limit.ReasonBreakerOpen].Add(1)
+		return &RejectError{Resource: l.resource, Decision: limit.Decision{Reason: limit.ReasonBreakerOpen, RetryAfter: e.br.RetryAfter()}}
+	}
+	p, err := l.Acquire(ctx)
+	if err != nil {
 		return err
 	}
 	done := false
