@@ -55,11 +55,10 @@ type Client struct {
 	readyOnce sync.Once
 	startedAt time.Time
 
-	etcd    *clientv3.Client
-	ctx     context.Context
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	regKick chan struct{}
+	etcd   *clientv3.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	disk diskWriter
 
@@ -113,7 +112,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		served:    map[string]*atomic.Uint64{},
 		ready:     make(chan struct{}),
 		startedAt: time.Now(),
-		regKick:   make(chan struct{}, 1),
 	}
 	c.reachable.Store(true)
 	i := 0
@@ -489,10 +487,6 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		c.freshAt.Store(now)
 		if next.rev != prev.rev || prev.source != SourceLive {
 			c.appliedAt.Store(now)
-			select {
-			case c.regKick <- struct{}{}:
-			default:
-			}
 		}
 		if persist || prev.source != SourceLive {
 			c.disk.schedule()

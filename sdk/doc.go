@@ -60,9 +60,10 @@
 // unanswered (about LeaseTTL/2 + 1 s after etcd disappears). The last
 // known state keeps being served. The instance key
 // instances/<app>/<instance-id> lives on a lease of LeaseTTL (10 s) and is
-// rewritten 250 ms–1.25 s (random) after the applied revision changes, so
-// the acks of a flip reaching many instances are spread out and do not
-// compete with the flip's own fan-out. A lost lease is re-granted and the
+// rewritten 250 ms–1 s (random) after the applied revision changes; the
+// registry polls for it, so applying a change wakes nothing else, and the
+// acks of a flip reaching many instances are spread out instead of
+// competing with the flip's own fan-out. A lost lease is re-granted and the
 // key written again. Close revokes the lease (waiting at most 1 s).
 //
 // # Metrics

@@ -12,19 +12,22 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
-// Registry debounce: an applied revision is reported after a random delay
-// in [debounceMin, debounceMin+debounceJitter), so a flip reaching
-// thousands of instances spreads their writes instead of bursting etcd.
+// Registry acks: the registry polls the applied revision every
+// debounceMin+rand[0, debounceJitter) and writes it once it is at least
+// debounceMin old, so an ack lands 250 ms–1 s after the change. Applying a
+// change wakes nothing (no channel send, no timer reset) and a flip
+// reaching thousands of instances spreads their writes instead of
+// bursting etcd while the flip itself is still fanning out.
 const (
 	debounceMin    = 250 * time.Millisecond
-	debounceJitter = 1000 * time.Millisecond
+	debounceJitter = 500 * time.Millisecond
 )
 
 // registry keeps the lease-bound instance key up to date. It grants a
 // lease and keeps it alive over one long-lived keepalive stream (renewals
 // every LeaseTTL/3); the renewals double as the liveness check behind
 // Stale. After the lease is lost it grants a new one and registers again.
-// The applied revision is written after it changes, debounced with jitter.
+// The applied revision is written after it changes (see debounceMin).
 func (c *Client) registry() {
 	defer c.wg.Done()
 	var (
@@ -32,15 +35,18 @@ func (c *Client) registry() {
 		kaCh    <-chan *clientv3.LeaseKeepAliveResponse
 		kaStop  context.CancelFunc = func() {}
 		dirty                      = true
-		pending bool
-		lastAck = time.Now()
+		lastAck                    = time.Now()
 	)
 	defer func() { kaStop() }()
 	period := c.cfg.LeaseTTL / 3
 	tick := time.NewTicker(period / 2)
 	defer tick.Stop()
-	debounce := time.NewTimer(time.Hour)
-	debounce.Stop()
+	// The applied revision is polled rather than signalled, so applying a
+	// change wakes nothing else: acks start at least debounceMin after the
+	// change and spread over the jittered poll period.
+	ackPoll := time.NewTimer(debounceMin + rand.N(debounceJitter))
+	defer ackPoll.Stop()
+	var acked int64
 
 	rpc := func(f func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(c.ctx, min(c.cfg.DialTimeout, period))
@@ -63,6 +69,7 @@ func (c *Client) registry() {
 		if lease == 0 {
 			return
 		}
+		rev := c.Revision()
 		err := rpc(func(ctx context.Context) error {
 			_, err := c.etcd.Put(ctx, wire.InstanceKey(c.cfg.Namespace, c.cfg.App, c.cfg.InstanceID),
 				string(c.instanceValue()), clientv3.WithLease(lease))
@@ -72,7 +79,7 @@ func (c *Client) registry() {
 			c.log.Debug("instance registry write failed", "err", err)
 			return
 		}
-		dirty = false
+		dirty, acked = false, rev
 	}
 	register := func() {
 		var id clientv3.LeaseID
@@ -121,18 +128,15 @@ func (c *Client) registry() {
 			if resp != nil {
 				lastAck = time.Now()
 				setReachable(true, nil)
-				if dirty && !pending {
+				if dirty {
 					put()
 				}
 			}
-		case <-c.regKick:
-			dirty = true
-			if !pending {
-				pending = true
-				debounce.Reset(debounceMin + rand.N(debounceJitter))
+		case <-ackPoll.C:
+			ackPoll.Reset(debounceMin + rand.N(debounceJitter))
+			if rev := c.Revision(); rev != acked && time.Since(time.Unix(0, c.appliedAt.Load())) >= debounceMin {
+				dirty = true
 			}
-		case <-debounce.C:
-			pending = false
 			if dirty {
 				put()
 			}
