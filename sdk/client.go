@@ -64,6 +64,9 @@ type Client struct {
 
 	metrics   *collector
 	closeOnce sync.Once
+
+	enforceOnce sync.Once
+	enforce     *enforcement // limit enforcement, created by the first Limiter call
 }
 
 // ChangeKind says what a Change is about.

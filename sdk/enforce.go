@@ -418,9 +418,8 @@ func ClusterShare(r *wire.LimitRule, n int) *wire.LimitRule {
 }
 
 // enforcement is the per-client state behind Client.Limiter: the handles,
-// the cluster instance count and the enforcement metrics. Client has no
-// field for it, so it lives in a side table keyed by the client and is
-// dropped when the client closes.
+// the cluster instance count and the enforcement metrics. It is created on
+// the first Limiter call, so clients that enforce nothing pay nothing.
 type enforcement struct {
 	c        *Client
 	mu       sync.Mutex // serializes handle creation and rebuilds
@@ -430,40 +429,31 @@ type enforcement struct {
 	metrics  *enforceMetrics
 }
 
-var enforcements sync.Map // *Client -> *enforcement
-
 func (c *Client) enforcement() *enforcement {
-	if e, ok := enforcements.Load(c); ok {
-		return e.(*enforcement)
-	}
-	e := &enforcement{c: c}
-	e.peers.Store(1)
-	if v, loaded := enforcements.LoadOrStore(c, e); loaded {
-		return v.(*enforcement)
-	}
-	e.metrics = newEnforceMetrics(e)
-	if r := c.cfg.Registerer; r != nil {
-		if err := r.Register(e.metrics); err != nil {
-			c.log.Warn("enforcement metrics not registered", "err", err)
-		} else {
-			context.AfterFunc(c.ctx, func() { r.Unregister(e.metrics) })
+	c.enforceOnce.Do(func() {
+		e := &enforcement{c: c}
+		e.peers.Store(1)
+		e.metrics = newEnforceMetrics(e)
+		if r := c.cfg.Registerer; r != nil {
+			if err := r.Register(e.metrics); err != nil {
+				c.log.Warn("enforcement metrics not registered", "err", err)
+			} else {
+				context.AfterFunc(c.ctx, func() { r.Unregister(e.metrics) })
+			}
 		}
-	}
-	cancel := c.OnChange(func(ch Change) {
-		if ch.Kind != LimitChanged {
-			return
-		}
-		if l, ok := e.limiters.Load(ch.Name); ok {
-			e.mu.Lock()
-			e.refreshLocked(l.(*Limiter))
-			e.mu.Unlock()
-		}
+		c.OnChange(func(ch Change) {
+			if ch.Kind != LimitChanged {
+				return
+			}
+			if l, ok := e.limiters.Load(ch.Name); ok {
+				e.mu.Lock()
+				e.refreshLocked(l.(*Limiter))
+				e.mu.Unlock()
+			}
+		})
+		c.enforce = e
 	})
-	context.AfterFunc(c.ctx, func() {
-		cancel()
-		enforcements.Delete(c)
-	})
-	return e
+	return c.enforce
 }
 
 // refreshLocked rebuilds l's enforcer from the current rule and instance
