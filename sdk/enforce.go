@@ -289,15 +289,9 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if !d.OK {
 		return Permit{}, &RejectError{Resource: l.resource, Decision: d}
 	}
-	if d.Wait > 0 {
-		t := time.NewTimer(d.Wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			pm.Finish(true)
-			return Permit{}, ctx.Err()
-		}
+	if err := sleep(ctx, d.Wait); err != nil {
+		pm.Finish(true)
+		return Permit{}, err
 	}
 	return pm, nil
 }

@@ -146,6 +146,31 @@ func (en *Entry) Exit(ok bool) {
 // report success or failure to Exit.
 func (en *Entry) Holds() bool { return en.permit.Holds() }
 
+// Delay waits the Wait a GCRA rule asked for. If ctx ends first it exits
+// the entry and returns ctx's error: the request must not proceed.
+func (en *Entry) Delay(ctx context.Context) error {
+	if err := sleep(ctx, en.Wait); err != nil {
+		en.Exit(true)
+		return err
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Enqueuer receives L5 writes. Enqueue is called at most once per
 // (resource, Idempotency-Key) within the middleware's idempotency TTL;
 // concurrent duplicates wait for that one call and share its result. It
@@ -297,15 +322,8 @@ func (h *HTTPGuard) Enter(w http.ResponseWriter, r *http.Request, resource strin
 		en.Exit(ok)
 		return r, en, false
 	}
-	if en.Wait > 0 {
-		t := time.NewTimer(en.Wait)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			en.Exit(true)
-			return r, en, false
-		}
+	if en.Delay(ctx) != nil {
+		return r, en, false
 	}
 	return r, en, true
 }

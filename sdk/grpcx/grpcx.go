@@ -18,7 +18,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -111,15 +110,8 @@ func enter(ctx context.Context, g *sdk.Guard, o *Options, method string, setTrai
 	case sdk.Queue:
 		reason = sdk.ReasonQueueUnavailable
 	default:
-		if en.Wait > 0 {
-			t := time.NewTimer(en.Wait)
-			defer t.Stop()
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				en.Exit(true)
-				return ctx, en, status.FromContextError(ctx.Err()).Err()
-			}
+		if err := en.Delay(ctx); err != nil {
+			return ctx, en, status.FromContextError(err).Err()
 		}
 		return ctx, en, nil
 	}
