@@ -77,10 +77,21 @@
 // Several clients may share a registerer when their (namespace, app,
 // instance) differ; a duplicate makes New fail, it never panics.
 //
+// # Enforcement
+//
+// Client.Limiter(resource) returns a handle that enforces the resource's
+// published limit rule (token bucket, sliding window, concurrency, GCRA,
+// adaptive, breaker; mode shadow or enforce; scope instance or cluster;
+// key_by), rebuilt in place when the rule changes. Client.Middleware wraps
+// a net/http handler: 429 with Retry-After for limits, 503 for an open
+// breaker and, with an L4 switch on, for every write; 202 through the
+// service's Enqueuer for writes under an L5 switch. sdk/ginx, sdk/grpcx and
+// sdk/openfeature adapt the same guard to gin, gRPC and OpenFeature.
+//
 // # Boundaries
 //
 // This package imports only the standard library, the etcd v3 client, the
-// Prometheus client and sdk/wire. It must never import gin, gorm or the
+// Prometheus client, sdk/wire and sdk/limit. It must never import gin, gorm or the
 // console's packages (server/, audit/, web/, cmd/); deps_test.go enforces
 // it. Two imports come with the etcd client's own API: zap, to switch the
 // etcd client's logging off (the SDK logs through Config.Logger), and
