@@ -33,6 +33,10 @@ func (s State) String() string {
 // BreakerBuckets is the number of buckets in a breaker's rolling window.
 const BreakerBuckets = 10
 
+// breakerStripes splits each bucket's counters so that parallel calls do
+// not contend on one cache line (about 1 KiB per breaker in all).
+const breakerStripes = 4
+
 // BreakerConfig are a breaker's parameters (the breaker fields of a
 // wire.LimitRule plus the hooks).
 type BreakerConfig struct {
@@ -98,7 +102,7 @@ type Breaker struct {
 func NewBreaker(cfg BreakerConfig, clock Clock) *Breaker {
 	b := &Breaker{clock: orSystem(clock)}
 	b.cfg.Store(normalize(cfg))
-	b.ring.Store(NewRolling(cfg.Window/BreakerBuckets, BreakerBuckets))
+	b.ring.Store(NewStripedRolling(cfg.Window/BreakerBuckets, BreakerBuckets, breakerStripes))
 	return b
 }
 
@@ -288,7 +292,7 @@ func (b *Breaker) SetConfig(cfg BreakerConfig) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cfg.Window != b.cfg.Load().Window {
-		b.ring.Store(NewRolling(cfg.Window/BreakerBuckets, BreakerBuckets))
+		b.ring.Store(NewStripedRolling(cfg.Window/BreakerBuckets, BreakerBuckets, breakerStripes))
 	}
 	b.cfg.Store(normalize(cfg))
 }

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 )
@@ -14,69 +15,108 @@ import (
 // previous round); callers that need exact counts (the
 // sliding window, the retry budget) hold their own lock around it.
 type Rolling struct {
-	width   int64 // nanoseconds per bucket
-	buckets []rollBucket
+	width   int64          // nanoseconds per bucket
+	n       int            // buckets in the ring
+	stripes int            // counter copies per bucket (a power of two)
+	epochs  []atomic.Int64 // per bucket: the index (time / width) its counters belong to
+	// cells holds stripes × n counter triples, stripe-major: the stripes of
+	// one bucket lie n cells apart, so goroutines adding to different
+	// stripes of the current bucket do not share a cache line.
+	cells []rollCell
 }
 
-type rollBucket struct {
-	epoch atomic.Int64 // bucket index (time / width) the counters belong to
-	n     [3]atomic.Int64
-}
+type rollCell struct{ n [3]atomic.Int64 }
 
 // NewRolling returns a ring of n buckets of the given width; it remembers
 // events from the last (n−1)×width to n×width, depending on where in the
 // current bucket now falls.
-func NewRolling(width time.Duration, n int) *Rolling {
-	if n < 2 {
-		n = 2
+func NewRolling(width time.Duration, n int) *Rolling { return NewStripedRolling(width, n, 1) }
+
+// NewStripedRolling is NewRolling with each bucket's counters split into
+// stripes (rounded up to a power of two): Add picks one at random, Sum adds
+// them up. Under parallel Adds the counters then stop ping-ponging one
+// cache line between cores, for stripes× the memory.
+func NewStripedRolling(width time.Duration, n, stripes int) *Rolling {
+	n = max(n, 2)
+	s := 1
+	for s < stripes {
+		s <<= 1
 	}
-	return &Rolling{width: max(int64(width), 1), buckets: make([]rollBucket, n)}
+	return &Rolling{
+		width: max(int64(width), 1), n: n, stripes: s,
+		epochs: make([]atomic.Int64, n), cells: make([]rollCell, n*s),
+	}
 }
 
 // Span is the longest stretch of time the ring remembers.
-func (r *Rolling) Span() time.Duration { return time.Duration(r.width * int64(len(r.buckets))) }
+func (r *Rolling) Span() time.Duration { return time.Duration(r.width * int64(r.n)) }
 
-func (r *Rolling) bucket(now int64) (*rollBucket, int64) {
-	idx := now / r.width
-	b := &r.buckets[uint64(idx)%uint64(len(r.buckets))]
-	if e := b.epoch.Load(); e != idx && b.epoch.CompareAndSwap(e, idx) {
-		for i := range b.n {
-			b.n[i].Store(0)
+// Buckets is the number of buckets in the ring.
+func (r *Rolling) Buckets() int { return r.n }
+
+// slot returns the ring position of time index idx, recycling the bucket
+// (zeroing every stripe) when it still holds an older round.
+func (r *Rolling) slot(idx int64) int {
+	i := int(uint64(idx) % uint64(r.n))
+	if e := r.epochs[i].Load(); e != idx && r.epochs[i].CompareAndSwap(e, idx) {
+		for s := 0; s < r.stripes; s++ {
+			c := &r.cells[s*r.n+i]
+			for j := range c.n {
+				c.n[j].Store(0)
+			}
 		}
 	}
-	return b, idx
+	return i
+}
+
+// cell picks the stripe of bucket slot i that this Add writes to.
+func (r *Rolling) cell(i int) *rollCell {
+	if r.stripes == 1 {
+		return &r.cells[i]
+	}
+	return &r.cells[int(rand.Uint32()&uint32(r.stripes-1))*r.n+i]
 }
 
 // Add adds delta to counter i (0–2) at time now.
 func (r *Rolling) Add(now int64, i int, delta int64) {
-	b, _ := r.bucket(now)
-	b.n[i].Add(delta)
+	r.cell(r.slot(now / r.width)).n[i].Add(delta)
 }
 
 // Add3 adds to the three counters at once, skipping zero deltas.
 func (r *Rolling) Add3(now int64, d0, d1, d2 int64) {
-	b, _ := r.bucket(now)
+	c := r.cell(r.slot(now / r.width))
 	if d0 != 0 {
-		b.n[0].Add(d0)
+		c.n[0].Add(d0)
 	}
 	if d1 != 0 {
-		b.n[1].Add(d1)
+		c.n[1].Add(d1)
 	}
 	if d2 != 0 {
-		b.n[2].Add(d2)
+		c.n[2].Add(d2)
 	}
+}
+
+// bucketSum adds up the stripes of bucket slot i.
+func (r *Rolling) bucketSum(i int) (s [3]int64) {
+	for st := 0; st < r.stripes; st++ {
+		c := &r.cells[st*r.n+i]
+		for j := range s {
+			s[j] += c.n[j].Load()
+		}
+	}
+	return s
 }
 
 // Sum returns the three counters summed over the buckets still in the ring
 // at time now.
 func (r *Rolling) Sum(now int64) (s [3]int64) {
 	idx := now / r.width
-	k := int64(len(r.buckets))
-	for i := range r.buckets {
-		b := &r.buckets[i]
-		if e := b.epoch.Load(); e > idx-k && e <= idx {
+	k := int64(r.n)
+	for i := range r.epochs {
+		if e := r.epochs[i].Load(); e > idx-k && e <= idx {
+			b := r.bucketSum(i)
 			for j := range s {
-				s[j] += b.n[j].Load()
+				s[j] += b[j]
 			}
 		}
 	}
@@ -87,14 +127,14 @@ func (r *Rolling) Sum(now int64) (s [3]int64) {
 // need, as buckets leave the ring oldest first; -1 if it never will.
 func (r *Rolling) expiry(now, need int64) time.Duration {
 	idx := now / r.width
-	k := int64(len(r.buckets))
+	k := int64(r.n)
 	var freed int64
 	for e := idx - k + 1; e <= idx; e++ {
-		b := &r.buckets[uint64(e)%uint64(k)]
-		if b.epoch.Load() != e {
+		i := int(uint64(e) % uint64(k))
+		if r.epochs[i].Load() != e {
 			continue
 		}
-		if freed += b.n[0].Load(); freed >= need {
+		if freed += r.bucketSum(i)[0]; freed >= need {
 			return time.Duration((e+k)*r.width - now)
 		}
 	}
@@ -103,11 +143,12 @@ func (r *Rolling) expiry(now, need int64) time.Duration {
 
 // Reset forgets every event.
 func (r *Rolling) Reset() {
-	for i := range r.buckets {
-		b := &r.buckets[i]
-		b.epoch.Store(-1 << 62)
-		for j := range b.n {
-			b.n[j].Store(0)
+	for i := range r.epochs {
+		r.epochs[i].Store(-1 << 62)
+	}
+	for i := range r.cells {
+		for j := range r.cells[i].n {
+			r.cells[i].n[j].Store(0)
 		}
 	}
 }

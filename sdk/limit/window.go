@@ -82,7 +82,7 @@ func (w *SlidingWindow) SetLimit(limit int, window time.Duration) {
 	defer w.mu.Unlock()
 	w.limit = int64(limit)
 	if window != w.window {
-		w.setWindow(window, len(w.ring.buckets))
+		w.setWindow(window, w.ring.Buckets())
 	}
 }
 
