@@ -551,14 +551,21 @@ func (e *enforcement) watchPeers() {
 			if wr.Err() != nil || wr.Canceled {
 				break
 			}
+			changed := false
 			for _, ev := range wr.Events {
-				if ev.Type == clientv3.EventTypeDelete {
+				switch {
+				case ev.Type == clientv3.EventTypeDelete:
 					delete(set, string(ev.Kv.Key))
-				} else {
+					changed = true
+				case ev.IsCreate():
 					set[string(ev.Kv.Key)] = struct{}{}
+					changed = true
 				}
+				// A modification is an instance's ack: the set is the same.
 			}
-			e.setPeers(count())
+			if changed {
+				e.setPeers(count())
+			}
 		}
 		cancel()
 	}
