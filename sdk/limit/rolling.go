@@ -1,7 +1,9 @@
 package limit
 
 import (
+	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -10,10 +12,10 @@ import (
 // bucket, and a bucket is reused (zeroed) once the ring comes round to it
 // again. It backs the sliding window, the breaker and the retry budget.
 //
-// Add and Sum are lock-free. When goroutines race to recycle the same bucket
-// an event or two may be lost (or, for a moment, summed with the bucket's
-// previous round); callers that need exact counts (the
-// sliding window, the retry budget) hold their own lock around it.
+// Add and Sum take no lock; an Add waits (yielding) only while another
+// goroutine recycles its bucket, and no event is lost to a recycle. An Add
+// whose goroutine stalled for a whole ring period may land in the next
+// round; an event older than the ring is dropped.
 type Rolling struct {
 	width   int64          // nanoseconds per bucket
 	n       int            // buckets in the ring
@@ -54,19 +56,39 @@ func (r *Rolling) Span() time.Duration { return time.Duration(r.width * int64(r.
 // Buckets is the number of buckets in the ring.
 func (r *Rolling) Buckets() int { return r.n }
 
+// emptyEpoch marks a bucket that holds no round (after Reset).
+const emptyEpoch = math.MinInt64
+
 // slot returns the ring position of time index idx, recycling the bucket
-// (zeroing every stripe) when it still holds an older round.
-func (r *Rolling) slot(idx int64) int {
-	i := int(uint64(idx) % uint64(r.n))
-	if e := r.epochs[i].Load(); e != idx && r.epochs[i].CompareAndSwap(e, idx) {
-		for s := 0; s < r.stripes; s++ {
-			c := &r.cells[s*r.n+i]
-			for j := range c.n {
-				c.n[j].Store(0)
+// when it still holds an older round; ok is false when the ring has already
+// moved past idx (an event too old to count).
+//
+// Recycling is claimed with a CAS to ^idx, the stripes are zeroed, and only
+// then is idx published: an Add for idx never lands in a cell that is about
+// to be zeroed, so no event is lost to a recycle. Adds arriving meanwhile
+// yield until the bucket is ready (once per bucket width, briefly).
+func (r *Rolling) slot(idx int64) (i int, ok bool) {
+	i = int(uint64(idx) % uint64(r.n))
+	for {
+		e := r.epochs[i].Load()
+		switch {
+		case e == idx:
+			return i, true
+		case e == ^idx:
+			runtime.Gosched()
+		case e != emptyEpoch && (e > idx || (e < 0 && ^e > idx)):
+			return i, false
+		case r.epochs[i].CompareAndSwap(e, ^idx):
+			for s := 0; s < r.stripes; s++ {
+				c := &r.cells[s*r.n+i]
+				for j := range c.n {
+					c.n[j].Store(0)
+				}
 			}
+			r.epochs[i].Store(idx)
+			return i, true
 		}
 	}
-	return i
 }
 
 // cell picks the stripe of bucket slot i that this Add writes to.
@@ -79,12 +101,18 @@ func (r *Rolling) cell(i int) *rollCell {
 
 // Add adds delta to counter i (0–2) at time now.
 func (r *Rolling) Add(now int64, i int, delta int64) {
-	r.cell(r.slot(now / r.width)).n[i].Add(delta)
+	if b, ok := r.slot(now / r.width); ok {
+		r.cell(b).n[i].Add(delta)
+	}
 }
 
 // Add3 adds to the three counters at once, skipping zero deltas.
 func (r *Rolling) Add3(now int64, d0, d1, d2 int64) {
-	c := r.cell(r.slot(now / r.width))
+	b, ok := r.slot(now / r.width)
+	if !ok {
+		return
+	}
+	c := r.cell(b)
 	if d0 != 0 {
 		c.n[0].Add(d0)
 	}
@@ -144,7 +172,7 @@ func (r *Rolling) expiry(now, need int64) time.Duration {
 // Reset forgets every event.
 func (r *Rolling) Reset() {
 	for i := range r.epochs {
-		r.epochs[i].Store(-1 << 62)
+		r.epochs[i].Store(emptyEpoch)
 	}
 	for i := range r.cells {
 		for j := range r.cells[i].n {
