@@ -289,7 +289,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 	if !d.OK {
 		return Permit{}, &RejectError{Resource: l.resource, Decision: d}
 	}
-	if err := sleep(ctx, d.Wait); err != nil {
+	if err := limit.Sleep(ctx, d.Wait); err != nil {
 		pm.Finish(true)
 		return Permit{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -149,26 +150,11 @@ func (en *Entry) Holds() bool { return en.permit.Holds() }
 // Delay waits the Wait a GCRA rule asked for. If ctx ends first it exits
 // the entry and returns ctx's error: the request must not proceed.
 func (en *Entry) Delay(ctx context.Context) error {
-	if err := sleep(ctx, en.Wait); err != nil {
+	if err := limit.Sleep(ctx, en.Wait); err != nil {
 		en.Exit(true)
 		return err
 	}
 	return nil
-}
-
-// sleep waits d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Enqueuer receives L5 writes. Enqueue is called at most once per

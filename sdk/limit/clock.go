@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 )
@@ -44,3 +45,20 @@ func (c *FakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // Now returns the reading as a duration since the origin, for readable tests.
 func (c *FakeClock) Now() time.Duration { return time.Duration(c.ns.Load()) }
+
+// Sleep waits d or until ctx ends, whichever comes first; it returns ctx's
+// error in the second case and nil at once when d ≤ 0. It is the real-time
+// wait behind a GCRA delay or a retry backoff.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -176,17 +176,6 @@ func (p *Policy) defaults() {
 	}
 	p.MaxDelay = max(p.MaxDelay, p.BaseDelay)
 	if p.Sleep == nil {
-		p.Sleep = sleep
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+		p.Sleep = limit.Sleep
 	}
 }
