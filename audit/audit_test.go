@@ -160,3 +160,27 @@ func TestExport(t *testing.T) {
 		t.Fatal("unknown format accepted")
 	}
 }
+
+// TestSQLiteRefusesEdits: the embedded default has the same append-only
+// guard as Postgres.
+func TestSQLiteRefusesEdits(t *testing.T) {
+	db, _, err := server.OpenDB(context.Background(), "", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	}()
+	appendN(t, db, 2)
+	if err := db.Exec("UPDATE audit_events SET reason = 'x' WHERE id = 1").Error; err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("UPDATE not refused: %v", err)
+	}
+	if err := db.Exec("DELETE FROM audit_events WHERE id = 2").Error; err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("DELETE not refused: %v", err)
+	}
+	if res, err := audit.Verify(context.Background(), db); err != nil || !res.OK() || res.Events != 2 {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+}

@@ -174,3 +174,21 @@ func TestDatabaseDown(t *testing.T) {
 	}
 	mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 503)
 }
+
+// TestLeaderCrash: a leader that vanishes without resigning (its etcd
+// connection dies, so its lease stops being renewed) is replaced once the
+// session TTL runs out, and the new leader publishes.
+func TestLeaderCrash(t *testing.T) {
+	e := newEnv(t)
+	a := e.start(func(c *console.Config) { c.ConsoleID = "a" })
+	waitLeader(t, a)
+	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
+	crashed := time.Now()
+	a.Etcd.Close() // no resign: like a process killed mid-term
+	eventually(t, 15*time.Second, "the survivor takes over", b.Scheduler.Leading)
+	t.Logf("takeover after %v", time.Since(crashed).Round(time.Millisecond))
+	r := mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"after-crash","level":"L3","reason":"published by the new leader"}`), 201)
+	if r.str("published") != "true" || switchVersion(e, "checkout", "after-crash") != 1 {
+		t.Fatalf("new leader does not publish: %s", r.Raw)
+	}
+}
