@@ -1,0 +1,71 @@
+package main
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfig(t *testing.T) {
+	env := func(m map[string]string) func(string) string {
+		return func(k string) string { return m[k] }
+	}
+	// Defaults with only the required app.
+	cfg, err := parseConfig([]string{"--app", "checkout"}, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:8090" || cfg.Namespace != "default" || cfg.SnapshotDir != "./agent-data" ||
+		cfg.EtcdEndpoints != nil || cfg.ShutdownTimeout != 10*time.Second {
+		t.Errorf("defaults = %+v", cfg)
+	}
+
+	// Environment twins, and flags winning over them.
+	cfg, err = parseConfig([]string{"--namespace", "prod", "--labels", "zone=b"}, env(map[string]string{
+		"SWITCHYARD_APP":            "checkout",
+		"SWITCHYARD_NAMESPACE":      "staging",
+		"SWITCHYARD_LISTEN":         "127.0.0.1:9999",
+		"SWITCHYARD_ETCD_ENDPOINTS": "http://a:2379, http://b:2379",
+		"SWITCHYARD_INSTANCE_ID":    "pod-7",
+		"SWITCHYARD_LABELS":         "zone=a,canary=true",
+		"SWITCHYARD_SNAPSHOT_DIR":   "/var/lib/switchyard",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"http://a:2379", "http://b:2379"}
+	if cfg.App != "checkout" || cfg.Namespace != "prod" || cfg.Listen != "127.0.0.1:9999" || cfg.InstanceID != "pod-7" ||
+		!reflect.DeepEqual(cfg.EtcdEndpoints, want) || !reflect.DeepEqual(cfg.Labels, map[string]string{"zone": "b"}) ||
+		cfg.SnapshotDir != "/var/lib/switchyard" {
+		t.Errorf("cfg = %+v", cfg)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "--app (SWITCHYARD_APP) is required"},
+		{[]string{"--app", "Check Out"}, nil, `--app: "Check Out" is not a valid app name`},
+		{[]string{"--app", "x", "--namespace", "-bad"}, nil, "--namespace"},
+		{[]string{"--app", "x", "--listen", "8090"}, nil, "--listen"},
+		{[]string{"--app", "x", "--labels", "zone"}, nil, "labels"},
+		{[]string{"--app", "x", "--labels", "zone=a,zone=b"}, nil, `"zone" given twice`},
+		{[]string{"--app", "x", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout"},
+		{[]string{"--app", "x", "extra"}, nil, "unexpected arguments"},
+		{[]string{"--bogus"}, nil, "bogus"},
+		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_LABELS": "=a"}, "SWITCHYARD_LABELS"},
+		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_SHUTDOWN_TIMEOUT": "soon"}, "SWITCHYARD_SHUTDOWN_TIMEOUT"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// Config is the agent's configuration. Every field has a flag and a
+// SWITCHYARD_* environment twin; flags win over the environment.
+type Config struct {
+	Listen          string            // --listen / SWITCHYARD_LISTEN
+	EtcdEndpoints   []string          // --etcd-endpoints / SWITCHYARD_ETCD_ENDPOINTS; empty: offline (snapshot, env)
+	Namespace       string            // --namespace / SWITCHYARD_NAMESPACE
+	App             string            // --app / SWITCHYARD_APP (required)
+	InstanceID      string            // --instance-id / SWITCHYARD_INSTANCE_ID; default <hostname>-<pid>
+	Labels          map[string]string // --labels / SWITCHYARD_LABELS, "k=v,k2=v2"
+	SnapshotDir     string            // --snapshot-dir / SWITCHYARD_SNAPSHOT_DIR
+	ShutdownTimeout time.Duration     // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
+}
+
+// DefaultConfig returns the defaults: loopback listener, namespace
+// "default", snapshot in ./agent-data.
+func DefaultConfig() Config {
+	return Config{
+		Listen:          "127.0.0.1:8090",
+		Namespace:       sdk.DefaultNamespace,
+		SnapshotDir:     "./agent-data",
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// AddFlags registers the configuration's flags on fs, with the current
+// values as defaults.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (keep it on loopback: the API has no authentication)")
+	fs.Func("etcd-endpoints", "comma-separated etcd endpoints (empty: offline, answer from the snapshot and environment)", func(s string) error {
+		c.EtcdEndpoints = splitList(s)
+		return nil
+	})
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
+	fs.StringVar(&c.App, "app", c.App, "app whose switches and limit rules are served (required)")
+	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "instance id for the rollout hash and the instance registry (default <hostname>-<pid>)")
+	fs.Func("labels", "instance labels matched by rollout selectors, k=v,k2=v2", func(s string) error {
+		l, err := ParseLabels(s)
+		if err != nil {
+			return err
+		}
+		c.Labels = l
+		return nil
+	})
+	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, "directory of the disk snapshot (empty: none)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
+}
+
+// LoadEnv overrides fields from SWITCHYARD_* environment variables.
+func (c *Config) LoadEnv(getenv func(string) string) error {
+	str := func(name string, dst *string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	str("SWITCHYARD_LISTEN", &c.Listen)
+	if v := getenv("SWITCHYARD_ETCD_ENDPOINTS"); v != "" {
+		c.EtcdEndpoints = splitList(v)
+	}
+	str("SWITCHYARD_NAMESPACE", &c.Namespace)
+	str("SWITCHYARD_APP", &c.App)
+	str("SWITCHYARD_INSTANCE_ID", &c.InstanceID)
+	str("SWITCHYARD_SNAPSHOT_DIR", &c.SnapshotDir)
+	var errs []error
+	if v := getenv("SWITCHYARD_LABELS"); v != "" {
+		l, err := ParseLabels(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHYARD_LABELS: %w", err))
+		}
+		c.Labels = l
+	}
+	if v := getenv("SWITCHYARD_SHUTDOWN_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHYARD_SHUTDOWN_TIMEOUT: %w", err))
+		}
+		c.ShutdownTimeout = d
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every invalid field, naming its flag.
+func (c *Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen: %w", err))
+	}
+	if c.App == "" {
+		errs = append(errs, errors.New("--app (SWITCHYARD_APP) is required"))
+	} else if !wire.ValidName(c.App) {
+		errs = append(errs, fmt.Errorf("--app: %q is not a valid app name", c.App))
+	}
+	if !wire.ValidName(c.Namespace) {
+		errs = append(errs, fmt.Errorf("--namespace: %q is not a valid name", c.Namespace))
+	}
+	if len(c.InstanceID) > 253 {
+		errs = append(errs, errors.New("--instance-id: longer than 253 bytes"))
+	}
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("--shutdown-timeout: must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// SDKConfig is the SDK client configuration the agent runs with.
+func (c *Config) SDKConfig() sdk.Config {
+	return sdk.Config{
+		Endpoints:   slices.Clone(c.EtcdEndpoints),
+		Namespace:   c.Namespace,
+		App:         c.App,
+		InstanceID:  c.InstanceID,
+		Labels:      c.Labels,
+		SnapshotDir: c.SnapshotDir,
+	}
+}
+
+// ParseLabels parses "k=v,k2=v2" with the rollout selector's syntax.
+func ParseLabels(s string) (map[string]string, error) {
+	sel, err := wire.ParseSelector(s)
+	if err != nil {
+		return nil, fmt.Errorf("labels: %w", err)
+	}
+	m := make(map[string]string, len(sel))
+	for _, p := range sel {
+		if _, dup := m[p.Key]; dup {
+			return nil, fmt.Errorf("labels: %q given twice", p.Key)
+		}
+		m[p.Key] = p.Value
+	}
+	return m, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
