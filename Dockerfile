@@ -1,10 +1,10 @@
-# Builds the console (and, once present, the agent) into a small image.
+# Builds the console and the agent into one small image.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -o /out/console ./cmd/console
+RUN CGO_ENABLED=0 go build -o /out/console ./cmd/console && CGO_ENABLED=0 go build -o /out/agent ./cmd/agent
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/ /usr/local/bin/
