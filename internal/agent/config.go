@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -42,7 +42,7 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (keep it on loopback: the API has no authentication)")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints (empty: offline, answer from the snapshot and environment)", func(s string) error {
-		c.EtcdEndpoints = splitList(s)
+		c.EtcdEndpoints = envconf.SplitList(s)
 		return nil
 	})
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
@@ -62,35 +62,19 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
 func (c *Config) LoadEnv(getenv func(string) string) error {
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	str("SWITCHYARD_LISTEN", &c.Listen)
-	if v := getenv("SWITCHYARD_ETCD_ENDPOINTS"); v != "" {
-		c.EtcdEndpoints = splitList(v)
-	}
-	str("SWITCHYARD_NAMESPACE", &c.Namespace)
-	str("SWITCHYARD_APP", &c.App)
-	str("SWITCHYARD_INSTANCE_ID", &c.InstanceID)
-	str("SWITCHYARD_SNAPSHOT_DIR", &c.SnapshotDir)
-	var errs []error
-	if v := getenv("SWITCHYARD_LABELS"); v != "" {
-		l, err := ParseLabels(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SWITCHYARD_LABELS: %w", err))
-		}
-		c.Labels = l
-	}
-	if v := getenv("SWITCHYARD_SHUTDOWN_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("SWITCHYARD_SHUTDOWN_TIMEOUT: %w", err))
-		}
-		c.ShutdownTimeout = d
-	}
-	return errors.Join(errs...)
+	e := envconf.New(getenv)
+	e.String("SWITCHYARD_LISTEN", &c.Listen)
+	e.List("SWITCHYARD_ETCD_ENDPOINTS", &c.EtcdEndpoints)
+	e.String("SWITCHYARD_NAMESPACE", &c.Namespace)
+	e.String("SWITCHYARD_APP", &c.App)
+	e.String("SWITCHYARD_INSTANCE_ID", &c.InstanceID)
+	e.String("SWITCHYARD_SNAPSHOT_DIR", &c.SnapshotDir)
+	e.Parse("SWITCHYARD_LABELS", func(v string) (err error) {
+		c.Labels, err = ParseLabels(v)
+		return err
+	})
+	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	return e.Err()
 }
 
 // Validate reports every invalid field, naming its flag.
@@ -142,14 +126,4 @@ func ParseLabels(s string) (map[string]string, error) {
 		m[p.Key] = p.Value
 	}
 	return m, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -52,7 +53,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded etcd and SQLite data")
 	fs.Func("etcd-endpoints", "comma-separated etcd endpoints (empty: start an embedded etcd)", func(s string) error {
-		c.EtcdEndpoints = splitList(s)
+		c.EtcdEndpoints = envconf.SplitList(s)
 		return nil
 	})
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "postgres:// URL (empty: embedded SQLite in the data dir)")
@@ -67,36 +68,20 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
 func (c *Config) LoadEnv(getenv func(string) string) error {
-	str := func(name string, dst *string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	var errs []error
-	dur := func(name string, dst *time.Duration) {
-		if v := getenv(name); v != "" {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			}
-			*dst = d
-		}
-	}
-	str("SWITCHYARD_LISTEN", &c.Listen)
-	str("SWITCHYARD_DATA_DIR", &c.DataDir)
-	if v := getenv("SWITCHYARD_ETCD_ENDPOINTS"); v != "" {
-		c.EtcdEndpoints = splitList(v)
-	}
-	str("SWITCHYARD_DATABASE_URL", &c.DatabaseURL)
-	str("SWITCHYARD_NAMESPACE", &c.Namespace)
-	str("SWITCHYARD_BOOTSTRAP_TOKEN", &c.BootstrapToken)
-	str("SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", &c.EmbeddedEtcdURL)
-	str("SWITCHYARD_EMBEDDED_ETCD_PEER_URL", &c.EmbeddedEtcdPeer)
-	str("SWITCHYARD_CONSOLE_ID", &c.ConsoleID)
-	dur("SWITCHYARD_RECONCILE_INTERVAL", &c.ReconcileInterval)
-	dur("SWITCHYARD_PUBLISH_WAIT", &c.PublishWait)
-	dur("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	return errors.Join(errs...)
+	e := envconf.New(getenv)
+	e.String("SWITCHYARD_LISTEN", &c.Listen)
+	e.String("SWITCHYARD_DATA_DIR", &c.DataDir)
+	e.List("SWITCHYARD_ETCD_ENDPOINTS", &c.EtcdEndpoints)
+	e.String("SWITCHYARD_DATABASE_URL", &c.DatabaseURL)
+	e.String("SWITCHYARD_NAMESPACE", &c.Namespace)
+	e.String("SWITCHYARD_BOOTSTRAP_TOKEN", &c.BootstrapToken)
+	e.String("SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", &c.EmbeddedEtcdURL)
+	e.String("SWITCHYARD_EMBEDDED_ETCD_PEER_URL", &c.EmbeddedEtcdPeer)
+	e.String("SWITCHYARD_CONSOLE_ID", &c.ConsoleID)
+	e.Duration("SWITCHYARD_RECONCILE_INTERVAL", &c.ReconcileInterval)
+	e.Duration("SWITCHYARD_PUBLISH_WAIT", &c.PublishWait)
+	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	return e.Err()
 }
 
 // FromEnv is LoadEnv on the process environment.
@@ -130,14 +115,4 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters"))
 	}
 	return errors.Join(errs...)
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
 }
