@@ -309,6 +309,9 @@ func (h *HTTPGuard) Enter(w http.ResponseWriter, r *http.Request, resource strin
 		return r, en, false
 	}
 	if en.Delay(ctx) != nil {
+		// The request ended before the wait the rule asked for: it did not
+		// run, so it must not look like a success.
+		WriteProblem(w, ReasonRateLimited, en.Wait)
 		return r, en, false
 	}
 	return r, en, true
@@ -463,7 +466,10 @@ func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 // dedupe runs a function once per key: concurrent callers with the same
 // key wait for the first call and share its result; a success is
 // remembered for ttl, a failure is forgotten so a retry calls again. At most
-// max keys are remembered, the oldest dropped first.
+// max keys are remembered, the oldest finished one dropped first (writes
+// still being enqueued are never dropped). It is per process: a retry that
+// reaches another instance calls its Enqueuer again, so the service's queue
+// consumer must also be idempotent on the key.
 type dedupe struct {
 	mu    sync.Mutex
 	ttl   time.Duration
@@ -490,11 +496,20 @@ func newDedupe(ttl time.Duration, max int) *dedupe {
 func (d *dedupe) do(ctx context.Context, key string, fn func() error) error {
 	now := time.Now()
 	d.mu.Lock()
-	for len(d.order) > 0 && (len(d.order) >= d.max || now.Sub(d.order[0].at()) > d.ttl) {
+	// Forget the oldest keys past their TTL or beyond the cap, but never a
+	// write still being enqueued (its duplicates must wait for it); entries
+	// of failed writes, already gone from the map, are simply dropped.
+	_, present := d.m[key]
+	for len(d.order) > 0 {
 		old := d.order[0]
+		live := d.m[old.key] == old.f
+		full := !present && len(d.m) >= d.max // room is needed for a new key
+		if live && (!old.f.finished() || (now.Sub(old.f.at) <= d.ttl && !full)) {
+			break
+		}
 		d.order[0] = flightRef{}
 		d.order = d.order[1:]
-		if d.m[old.key] == old.f {
+		if live {
 			delete(d.m, old.key)
 		}
 	}
@@ -527,7 +542,15 @@ func (d *dedupe) do(ctx context.Context, key string, fn func() error) error {
 	return f.err
 }
 
-func (r flightRef) at() time.Time { return r.f.at }
+// finished reports whether the flight's Enqueue call has returned.
+func (f *flight) finished() bool {
+	select {
+	case <-f.done:
+		return true
+	default:
+		return false
+	}
+}
 
 // errEnqueuePanic is the result shared with duplicates when the Enqueuer
 // panics.

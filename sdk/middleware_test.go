@@ -445,3 +445,33 @@ func TestDedupeBounded(t *testing.T) {
 		t.Errorf("calls = %d, want 10 (recent key remembered)", calls)
 	}
 }
+
+// TestMiddlewareWaitCutShortIsNotSuccess: a GCRA rule asks a write to wait;
+// when the request's context ends first the handler never ran, and the
+// answer must say so (429), never an empty 200.
+func TestMiddlewareWaitCutShortIsNotSuccess(t *testing.T) {
+	s := newShop(t, nil)
+	r := rule("POST /orders", wire.KindGCRA)
+	r.Rate, r.MaxWait = 1, wire.Duration(5*time.Second) // the 2nd request waits ~1 s
+	putRule(t, s.cli, "test", r)
+	waitRule(t, s.c.Limiter("POST /orders"), 1)
+	if resp, _ := s.do(t, "POST", "/orders"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("first request: %d", resp.StatusCode)
+	}
+	calls := s.calls.Load()
+	rec := httptest.NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequestWithContext(ctx, "POST", "/orders", strings.NewReader(`{}`))
+	req.Pattern = "POST /orders"
+	s.c.HTTPGuard(MiddlewareOptions{}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})).ServeHTTP(rec, req)
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("cut-short wait answered %d (Retry-After %q): %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+	if s.calls.Load() != calls {
+		t.Fatal("the handler ran although the wait was cut short")
+	}
+}

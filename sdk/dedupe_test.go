@@ -1,0 +1,57 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestDedupeKeepsInFlightAndForgetsFailures: a full dedupe never drops a
+// key whose Enqueue is still running (its duplicate must not enqueue
+// again), and failed keys do not use up the capacity of successful ones.
+func TestDedupeKeepsInFlightAndForgetsFailures(t *testing.T) {
+	d := newDedupe(time.Hour, 2)
+	ctx := context.Background()
+	var calls atomic.Int32
+	release := make(chan struct{})
+	started := make(chan struct{})
+	go d.do(ctx, "slow", func() error {
+		calls.Add(1)
+		close(started)
+		<-release
+		return nil
+	})
+	<-started
+	// Fill past the cap while "slow" is in flight.
+	for i := 0; i < 3; i++ {
+		if err := d.do(ctx, fmt.Sprintf("k%d", i), func() error { calls.Add(1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dup := make(chan error)
+	go func() { dup <- d.do(ctx, "slow", func() error { calls.Add(1); return nil }) }()
+	time.Sleep(20 * time.Millisecond) // let the duplicate find the flight
+	close(release)
+	if err := <-dup; err != nil {
+		t.Fatal(err)
+	}
+	if n := calls.Load(); n != 4 {
+		t.Fatalf("enqueue called %d times, want 4 (the in-flight key once)", n)
+	}
+
+	// Failures are forgotten and leave the capacity to successes.
+	d = newDedupe(time.Hour, 2)
+	for i := 0; i < 10; i++ {
+		_ = d.do(ctx, fmt.Sprintf("fail%d", i), func() error { return errors.New("queue down") })
+	}
+	calls.Store(0)
+	for _, k := range []string{"a", "b", "a", "b"} {
+		_ = d.do(ctx, k, func() error { calls.Add(1); return nil })
+	}
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("after failures, %d enqueues for 2 keys sent twice", n)
+	}
+}
