@@ -45,6 +45,9 @@ func NewScheduler(cli *clientv3.Client, pub *Publisher, c SchedulerConfig) *Sche
 	if c.SessionTTL == 0 {
 		c.SessionTTL = 5 * time.Second
 	}
+	// etcd leases count whole seconds; below one the lease would silently
+	// fall back to etcd's 60 s default.
+	c.SessionTTL = max(c.SessionTTL, time.Second)
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 30 * time.Second
 	}

@@ -47,8 +47,14 @@ type Publisher struct {
 	kick    chan struct{}
 	mu      sync.Mutex
 	waiters map[int64]waiter
-	leading bool
+	// published remembers, per entity, the newest outbox row this console
+	// published and at which revision, so a change whose row was drained
+	// before its caller began to wait still gets its receipt.
+	published map[entityKey]publication
+	leading   bool
 }
+
+type publication struct{ upTo, rev int64 }
 
 type waiter struct {
 	entity entityKey
@@ -80,7 +86,7 @@ func NewPublisher(db *gorm.DB, kv KV, c PublisherConfig) *Publisher {
 	}
 	return &Publisher{
 		db: db, kv: kv, ns: c.Namespace, log: c.Logger, metrics: c.Metrics, wait: c.Wait,
-		kick: make(chan struct{}, 1), waiters: map[int64]waiter{},
+		kick: make(chan struct{}, 1), waiters: map[int64]waiter{}, published: map[entityKey]publication{},
 	}
 }
 
@@ -98,6 +104,10 @@ func (p *Publisher) Kick() {
 func (p *Publisher) Await(ctx context.Context, ob *outboxRow) Receipt {
 	w := waiter{entity: entityKey{ob.Kind, ob.App, ob.Name}, ch: make(chan Receipt, 1)}
 	p.mu.Lock()
+	if pub, ok := p.published[w.entity]; ok && pub.upTo >= ob.ID {
+		p.mu.Unlock()
+		return Receipt{Published: true, Revision: pub.rev}
+	}
 	p.waiters[ob.ID] = w
 	p.mu.Unlock()
 	defer func() {
@@ -124,11 +134,17 @@ func (p *Publisher) Await(ctx context.Context, ob *outboxRow) Receipt {
 			if err := p.db.WithContext(ctx).Model(&outboxRow{}).Where("id = ?", ob.ID).Count(&n).Error; err != nil || n > 0 {
 				continue
 			}
+			// The leader published it; the key's mod revision is the
+			// revision of this change (or a newer one of the same entity).
 			resp, err := p.kv.Get(ctx, p.key(w.entity), clientv3.WithKeysOnly())
-			if err != nil {
+			switch {
+			case err != nil:
 				return Receipt{Published: true}
+			case len(resp.Kvs) > 0:
+				return Receipt{Published: true, Revision: resp.Kvs[0].ModRevision}
+			default:
+				return Receipt{Published: true, Revision: resp.Header.Revision}
 			}
-			return Receipt{Published: true, Revision: resp.Header.Revision}
 		}
 	}
 }
@@ -202,6 +218,7 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 func (p *Publisher) resolve(k entityKey, upTo, rev int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.published[k] = publication{upTo: upTo, rev: rev}
 	for id, w := range p.waiters {
 		if id <= upTo && w.entity == k {
 			select {
