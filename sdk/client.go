@@ -402,7 +402,13 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 			}
 		}
 	}
-	next := &state{rev: max(prev.rev, maxRev), items: items, source: source, limits: prev.limits}
+	nextRev := max(prev.rev, maxRev)
+	if relist && source == SourceLive {
+		// A live listing is the whole truth at its revision, also when etcd
+		// went backwards (a cluster restored from a backup).
+		nextRev = rev
+	}
+	next := &state{rev: nextRev, items: items, source: source, limits: prev.limits}
 	if source == SourceLive || prev.dataAt.IsZero() {
 		next.dataAt = time.Now()
 	} else {
