@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/webui"
@@ -27,13 +28,26 @@ var admin = server.Actor{Name: "seed", Kind: audit.ActorUser, Role: server.RoleA
 // startConsole runs a full console (real Postgres, real etcd) with the web UI.
 func startConsole(t testing.TB) *console.Console {
 	t.Helper()
+	return startConsoleWith(t, webui.Options{Clock: fastClock{}})
+}
+
+// fastClock runs a thousand times faster than real time, so the sign-in
+// throttle refills between the many sign-ins of a test; the throttle's own
+// test uses a fake clock instead.
+type fastClock struct{}
+
+func (fastClock) Nanotime() int64 { return limit.SystemClock.Nanotime() * 1000 }
+
+// startConsoleWith is startConsole with web UI options.
+func startConsoleWith(t testing.TB, o webui.Options) *console.Console {
+	t.Helper()
 	pg := pgtest.NewDatabase(t)
 	etcd := etcdtest.Start(t)
 	cfg := console.DefaultConfig()
 	cfg.Listen, cfg.DataDir, cfg.DatabaseURL = "127.0.0.1:0", t.TempDir(), pg
 	cfg.EtcdEndpoints, cfg.BootstrapToken = []string{etcd.Endpoint}, bootstrapToken
 	cfg.ReconcileInterval = time.Second
-	c, err := console.Start(context.Background(), cfg, nil, webui.Mount)
+	c, err := console.Start(context.Background(), cfg, nil, webui.MountWith(o))
 	if err != nil {
 		t.Fatal(err)
 	}

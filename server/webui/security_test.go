@@ -6,12 +6,15 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/webui"
 )
 
 // TestSecurity covers sign-in, sessions, CSRF, roles and escaping against a
@@ -288,4 +291,43 @@ func TestSecurity(t *testing.T) {
 		}
 		t.Logf("change event %v after the API call started", time.Since(start))
 	})
+}
+
+// TestSignInThrottle: password guessing is slowed per username and per
+// client address, and a throttled attempt is refused even with the right
+// password.
+func TestSignInThrottle(t *testing.T) {
+	clock := limit.NewFakeClock()
+	c := startConsoleWith(t, webui.Options{Clock: clock})
+	newClient(t, c).signIn("admin", bootstrapToken) // creates admin; 1 of 5 for "admin"
+	cl := newClient(t, c)
+	for i := 0; i < 4; i++ {
+		tok := cl.csrf("/ui/login")
+		if status, _, _ := cl.post("/ui/login", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {"guess-" + strconv.Itoa(i)}}); status != http.StatusUnauthorized {
+			t.Fatalf("guess %d: %d, want 401", i, status)
+		}
+	}
+	tok := cl.csrf("/ui/login")
+	status, _, body := cl.post("/ui/login", url.Values{"_csrf": {tok}, "username": {"admin"}, "password": {bootstrapToken}})
+	if status != http.StatusTooManyRequests || !strings.Contains(body, "Too many sign-in attempts") {
+		t.Fatalf("6th attempt with the right password: %d, want 429", status)
+	}
+	clock.Advance(13 * time.Second)
+	newClient(t, c).signIn("admin", bootstrapToken)
+
+	// Per address: 20 attempts across made-up names, then refused.
+	clock.Advance(time.Hour)
+	for i := 0; ; i++ {
+		tok := cl.csrf("/ui/login")
+		status, _, _ := cl.post("/ui/login", url.Values{"_csrf": {tok}, "username": {"nobody-" + strconv.Itoa(i)}, "password": {"x"}})
+		if status == http.StatusTooManyRequests {
+			if i != 20 {
+				t.Fatalf("address throttled after %d attempts, want 20", i)
+			}
+			break
+		}
+		if i > 20 {
+			t.Fatal("address never throttled")
+		}
+	}
 }

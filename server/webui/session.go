@@ -7,8 +7,11 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -209,7 +212,14 @@ func (h *handler) login(c *gin.Context) {
 		c.String(http.StatusForbidden, "refused: the sign-in form's CSRF token is missing or invalid; reload the page")
 		return
 	}
-	u, err := h.svc.SignIn(c, strings.TrimSpace(c.PostForm("username")), c.PostForm("password"))
+	username := strings.TrimSpace(c.PostForm("username"))
+	if ok, wait := h.signIn.admit(username, c.ClientIP()); !ok {
+		secs := max(1, int(math.Ceil(wait.Seconds())))
+		c.Header("Retry-After", strconv.Itoa(secs))
+		h.renderLogin(c, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-in attempts; try again in %d s.", secs))
+		return
+	}
+	u, err := h.svc.SignIn(c, username, c.PostForm("password"))
 	if err != nil {
 		msg := "Wrong username or password."
 		status := http.StatusUnauthorized

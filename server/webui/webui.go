@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -33,6 +34,8 @@ type Options struct {
 	SessionTTL time.Duration
 	// IdleTimeout ends a session unused for this long (default 1h).
 	IdleTimeout time.Duration
+	// Clock drives the sign-in throttle (default the system clock).
+	Clock limit.Clock
 }
 
 func (o *Options) defaults() {
@@ -56,6 +59,7 @@ func MountWith(o Options) console.Mount {
 			svc: c.Service, etcd: c.Etcd, ns: c.Config.Namespace, pages: parseTemplates(), log: slog.Default(),
 			sessions: &sessions{db: c.DB, ttl: o.SessionTTL, idle: o.IdleTimeout},
 			hub:      newHub(c.Etcd, c.DB, wire.NamespacePrefix(c.Config.Namespace)),
+			signIn:   newSignInThrottle(o.Clock),
 		}
 		go h.hub.run()
 		c.OnShutdown(h.hub.close) // open event streams would hold up a graceful shutdown
@@ -72,6 +76,7 @@ type handler struct {
 	pages    map[string]*template.Template
 	sessions *sessions
 	hub      *hub
+	signIn   *signInThrottle
 	log      *slog.Logger
 }
 
