@@ -31,6 +31,10 @@ type Config struct {
 	PublishWait       time.Duration // --publish-wait / SWITCHYARD_PUBLISH_WAIT
 	ShutdownTimeout   time.Duration // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
 	ConsoleID         string        // --id / SWITCHYARD_CONSOLE_ID; default host:listen
+	// TrustedProxies are the addresses (IPs or CIDRs) whose X-Forwarded-For
+	// is believed for the client address in audit events and throttles;
+	// --trusted-proxies / SWITCHYARD_TRUSTED_PROXIES, default none.
+	TrustedProxies []string
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -64,6 +68,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PublishWait, "publish-wait", c.PublishWait, "how long a change waits for its etcd publication before answering")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 	fs.StringVar(&c.ConsoleID, "id", c.ConsoleID, "this console's name in the leader election")
+	fs.Func("trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)", func(s string) error {
+		c.TrustedProxies = envconf.SplitList(s)
+		return nil
+	})
 }
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
@@ -78,6 +86,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	e.String("SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", &c.EmbeddedEtcdURL)
 	e.String("SWITCHYARD_EMBEDDED_ETCD_PEER_URL", &c.EmbeddedEtcdPeer)
 	e.String("SWITCHYARD_CONSOLE_ID", &c.ConsoleID)
+	e.List("SWITCHYARD_TRUSTED_PROXIES", &c.TrustedProxies)
 	e.Duration("SWITCHYARD_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	e.Duration("SWITCHYARD_PUBLISH_WAIT", &c.PublishWait)
 	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)

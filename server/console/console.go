@@ -109,6 +109,11 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
 	c.Engine.Use(gin.Recovery())
+	// Client addresses go into audit events: believe X-Forwarded-For only
+	// from configured proxies.
+	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("console: trusted-proxies: %w", err)
+	}
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg})
 	for _, m := range mounts {

@@ -203,3 +203,19 @@ func TestLimitRulesPublished(t *testing.T) {
 		t.Fatalf("deleted rule still in etcd: %s", v)
 	}
 }
+
+// TestAuditAddressNotSpoofable: without configured proxies a client's
+// X-Forwarded-For does not change the address the audit log records.
+func TestAuditAddressNotSpoofable(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken,
+		`{"name":"addr","level":"L3","reason":"who am I"}`, "X-Forwarded-For", "203.0.113.9"), 201)
+	events, _, err := audit.List(context.Background(), c.DB, audit.Filter{Target: "switch/checkout/addr"})
+	if err != nil || len(events) != 1 {
+		t.Fatalf("events %v %v", events, err)
+	}
+	if events[0].RemoteAddr != "127.0.0.1" {
+		t.Fatalf("audit recorded %q, want the real peer 127.0.0.1", events[0].RemoteAddr)
+	}
+}
