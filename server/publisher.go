@@ -271,11 +271,11 @@ func (p *Publisher) publish(ctx context.Context, f Fence, k entityKey) (int64, e
 	return p.txn(ctx, f, op)
 }
 
-// txn commits op if the fence holds.
-func (p *Publisher) txn(ctx context.Context, f Fence, op clientv3.Op) (int64, error) {
+// txn commits ops if the fence holds.
+func (p *Publisher) txn(ctx context.Context, f Fence, ops ...clientv3.Op) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	resp, err := p.kv.Txn(ctx).If(f.cmp).Then(op).Commit()
+	resp, err := p.kv.Txn(ctx).If(f.cmp).Then(ops...).Commit()
 	if err != nil {
 		return 0, fmt.Errorf("server: etcd txn: %w", err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gorm.io/gorm"
@@ -15,16 +17,30 @@ import (
 // Repair is one key the reconciler changed.
 type Repair struct {
 	Key    string
-	Action string // "put" or "delete"
-	Drift  bool   // etcd held something the database did not (audited)
+	Before []byte // what etcd held; nil when the key was missing
+	After  []byte // the database's value; nil when the key must not exist
 }
+
+// Action is "put" or "delete".
+func (r Repair) Action() string {
+	if r.After == nil {
+		return "delete"
+	}
+	return "put"
+}
+
+// repairBatch bounds the operations of one etcd transaction (etcd's default
+// limit is 128).
+const repairBatch = 100
 
 // Reconcile makes etcd equal to the database under the fence: it drains the
 // outbox, then republishes every switch or rule key that is missing or
 // differs, and deletes keys below switches/ and limits/ that the database
-// does not know. A key that held a different value or should not exist is
-// drift: it is reverted and audited with action "drift". Keys with a pending
-// outbox row are left to the publisher.
+// does not know. Every such key is drift: it is repaired and audited with
+// action "drift". Keys with a pending outbox row are left to the publisher.
+// Repairs go to etcd in fenced transactions of up to 100 keys, each batch
+// audited in one database transaction, so even a wiped etcd is rebuilt in
+// few round trips.
 func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
 	if err := p.Drain(ctx, f); err != nil {
 		return nil, err
@@ -45,32 +61,37 @@ func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
 	if err != nil {
 		return nil, err
 	}
-	var repairs []Repair
+	var todo []Repair
 	for key, val := range want {
-		have, ok := actual[key]
-		if pending[key] || (ok && string(have) == string(val)) {
-			continue
+		if have, ok := actual[key]; !pending[key] && (!ok || string(have) != string(val)) {
+			todo = append(todo, Repair{Key: key, Before: have, After: val})
 		}
-		if _, err := p.txn(ctx, f, clientv3.OpPut(key, string(val))); err != nil {
-			return repairs, err
-		}
-		r := Repair{Key: key, Action: "put", Drift: true}
-		repairs = append(repairs, r)
-		p.recordDrift(ctx, r, have, val)
 	}
 	for key, have := range actual {
-		if _, ok := want[key]; ok || pending[key] {
-			continue
+		if _, ok := want[key]; !ok && !pending[key] {
+			todo = append(todo, Repair{Key: key, Before: have})
 		}
-		if _, err := p.txn(ctx, f, clientv3.OpDelete(key)); err != nil {
-			return repairs, err
+	}
+	slices.SortFunc(todo, func(a, b Repair) int { return strings.Compare(a.Key, b.Key) })
+	var done []Repair
+	for len(todo) > 0 {
+		batch := todo[:min(len(todo), repairBatch)]
+		todo = todo[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, r := range batch {
+			ops[i] = clientv3.OpDelete(r.Key)
+			if r.After != nil {
+				ops[i] = clientv3.OpPut(r.Key, string(r.After))
+			}
 		}
-		r := Repair{Key: key, Action: "delete", Drift: true}
-		repairs = append(repairs, r)
-		p.recordDrift(ctx, r, have, nil)
+		if _, err := p.txn(ctx, f, ops...); err != nil {
+			return done, err
+		}
+		done = append(done, batch...)
+		p.recordDrift(ctx, batch)
 	}
 	p.metrics.Reconciles.Inc()
-	return repairs, nil
+	return done, nil
 }
 
 // desiredAll reads, in one transaction, the value every key should hold and
@@ -109,27 +130,38 @@ func (p *Publisher) desiredAll(ctx context.Context) (want map[string][]byte, pen
 	return want, pending, nil
 }
 
-// recordDrift counts a repair and appends its audit event.
-func (p *Publisher) recordDrift(ctx context.Context, r Repair, before, after []byte) {
-	p.metrics.ReconcileRepairs.WithLabelValues(r.Action).Inc()
-	target := "etcd:" + r.Key
-	if pk, err := wire.ParseKey(p.ns, r.Key); err == nil {
-		target = "switch/" + pk.App + "/" + pk.Name
-		if pk.Kind == wire.KindLimits {
-			target = "limit/" + pk.App + "/" + pk.Name
+// recordDrift counts a batch of repairs and appends their audit events in
+// one transaction.
+func (p *Publisher) recordDrift(ctx context.Context, batch []Repair) {
+	events := make([]*audit.Event, len(batch))
+	for i, r := range batch {
+		p.metrics.ReconcileRepairs.WithLabelValues(r.Action()).Inc()
+		p.log.Warn("reconciler: repaired drift", "key", r.Key, "action", r.Action())
+		target := "etcd:" + r.Key
+		if pk, err := wire.ParseKey(p.ns, r.Key); err == nil {
+			target = "switch/" + pk.App + "/" + pk.Name
+			if pk.Kind == wire.KindLimits {
+				target = "limit/" + pk.App + "/" + pk.Name
+			}
 		}
+		reason := "etcd differed from the database; reverted to the database state"
+		if r.Before == nil {
+			reason = "key was missing in etcd; republished from the database"
+		} else if r.After == nil {
+			reason = "key is unknown to the database; deleted"
+		}
+		events[i] = SystemActor("reconciler").event("drift", target, reason)
+		events[i].Before, events[i].After = string(r.Before), string(r.After)
 	}
-	reason := "etcd differed from the database; reverted to the database state"
-	if before == nil {
-		reason = "key was missing in etcd; republished from the database"
-	} else if after == nil {
-		reason = "key is unknown to the database; deleted"
-	}
-	ev := SystemActor("reconciler").event("drift", target, reason)
-	ev.Before, ev.After = string(before), string(after)
-	err := p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return audit.Append(tx, ev) })
+	err := p.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, ev := range events {
+			if err := audit.Append(tx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		p.log.Error("reconciler: audit drift", "key", r.Key, "err", err)
+		p.log.Error("reconciler: audit drift", "keys", len(batch), "err", err)
 	}
-	p.log.Warn("reconciler: repaired drift", "key", r.Key, "action", r.Action)
 }

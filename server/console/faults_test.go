@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -190,5 +192,35 @@ func TestLeaderCrash(t *testing.T) {
 	r := mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"after-crash","level":"L3","reason":"published by the new leader"}`), 201)
 	if r.str("published") != "true" || switchVersion(e, "checkout", "after-crash") != 1 {
 		t.Fatalf("new leader does not publish: %s", r.Raw)
+	}
+}
+
+// TestWipedEtcdIsRebuilt: after etcd loses every switch key, the
+// reconciler republishes all of them (in batched transactions) and audits
+// each missing key as drift.
+func TestWipedEtcdIsRebuilt(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	const n = 230
+	for i := 0; i < n; i++ {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken,
+			fmt.Sprintf(`{"name":"s%03d","level":"L3","reason":"seed"}`, i)), 201)
+	}
+	ctx := context.Background()
+	prefix := wire.KindPrefix("default", wire.KindSwitches)
+	if _, err := e.cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "every key republished", func() bool {
+		resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == n
+	})
+	eventually(t, 5*time.Second, "every repair audited", func() bool {
+		events, _, err := audit.List(ctx, c.DB, audit.Filter{Action: "drift", Limit: 1000})
+		return err == nil && len(events) == n
+	})
+	if res, err := audit.Verify(ctx, c.DB); err != nil || !res.OK() {
+		t.Fatalf("verify: %+v %v", res, err)
 	}
 }
