@@ -32,12 +32,21 @@ type canon struct {
 	ok bool
 }
 
+// lit consumes an optional literal and reports whether it was there.
 func (p *canon) lit(s string) bool {
 	if p.ok && bytes.HasPrefix(p.b, []byte(s)) {
 		p.b = p.b[len(s):]
 		return true
 	}
 	return false
+}
+
+// must consumes a literal the canonical layout always has; without it the
+// input is not canonical.
+func (p *canon) must(s string) {
+	if !p.lit(s) {
+		p.ok = false
+	}
 }
 
 // str reads a JSON string without escapes, control or non-ASCII bytes
@@ -136,15 +145,15 @@ func (p *canon) value() []byte {
 func parseCanonicalSwitch(data []byte) (sw *wire.Switch, ok bool) {
 	p := canon{b: data, ok: true}
 	s := &wire.Switch{}
-	p.lit(`{"app":`)
+	p.must(`{"app":`)
 	s.App = p.str()
-	p.lit(`,"name":`)
+	p.must(`,"name":`)
 	s.Name = p.str()
-	p.lit(`,"level":`)
+	p.must(`,"level":`)
 	s.Level = wire.Level(p.str())
-	p.lit(`,"state":`)
+	p.must(`,"state":`)
 	s.State = p.str()
-	p.lit(`,"rollout":{"percent":`)
+	p.must(`,"rollout":{"percent":`)
 	pct, err := strconv.ParseFloat(string(p.number()), 64)
 	if err != nil {
 		return nil, false
@@ -156,7 +165,7 @@ func parseCanonicalSwitch(data []byte) (sw *wire.Switch, ok bool) {
 	if p.lit(`,"selector":`) {
 		s.Rollout.Selector = p.str()
 	}
-	p.lit(`}`)
+	p.must(`}`)
 	if p.lit(`,"fallback":`) {
 		s.Fallback = json.RawMessage(bytes.Clone(p.value()))
 	}
@@ -165,7 +174,7 @@ func parseCanonicalSwitch(data []byte) (sw *wire.Switch, ok bool) {
 			return nil, false
 		}
 	}
-	p.lit(`,"version":`)
+	p.must(`,"version":`)
 	v, err := strconv.ParseInt(string(p.number()), 10, 64)
 	if err != nil {
 		return nil, false
