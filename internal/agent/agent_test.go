@@ -21,13 +21,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		// The embedded etcd and gRPC keep a few process-wide goroutines.
-		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
-		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/logutil.(*MergeLogger).outputLoop"),
-		goleak.IgnoreAnyFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
-	)
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
 }
 
 const ns, app = "test", "checkout"

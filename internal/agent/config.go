@@ -41,10 +41,7 @@ func DefaultConfig() Config {
 // values as defaults.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (keep it on loopback: the API has no authentication)")
-	fs.Func("etcd-endpoints", "comma-separated etcd endpoints (empty: offline, answer from the snapshot and environment)", func(s string) error {
-		c.EtcdEndpoints = envconf.SplitList(s)
-		return nil
-	})
+	envconf.ListVar(fs, &c.EtcdEndpoints, "etcd-endpoints", "comma-separated etcd endpoints (empty: offline, answer from the snapshot and environment)")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
 	fs.StringVar(&c.App, "app", c.App, "app whose switches and limit rules are served (required)")
 	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "instance id for the rollout hash and the instance registry (default <hostname>-<pid>)")

@@ -5,6 +5,7 @@ package envconf
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -54,6 +55,14 @@ func (e *Env) Parse(name string, parse func(string) error) {
 
 // Err joins the errors of every variable that did not parse.
 func (e *Env) Err() error { return errors.Join(e.errs...) }
+
+// ListVar registers a flag that sets *dst from a comma-separated list.
+func ListVar(fs *flag.FlagSet, dst *[]string, name, usage string) {
+	fs.Func(name, usage, func(s string) error {
+		*dst = SplitList(s)
+		return nil
+	})
+}
 
 // SplitList splits "a, b,,c" into [a b c].
 func SplitList(s string) []string {

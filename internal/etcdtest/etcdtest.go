@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
@@ -109,4 +110,15 @@ func FreeAddr(tb testing.TB) string {
 	}
 	defer l.Close()
 	return fmt.Sprintf("127.0.0.1:%d", l.Addr().(*net.TCPAddr).Port)
+}
+
+// LeakOptions are the goleak options for packages that run an embedded etcd:
+// it and gRPC keep a few process-wide goroutines that are not leaks.
+func LeakOptions() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/logutil.(*MergeLogger).outputLoop"),
+		goleak.IgnoreAnyFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+	}
 }

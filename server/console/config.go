@@ -56,10 +56,7 @@ func DefaultConfig() Config {
 func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded etcd and SQLite data")
-	fs.Func("etcd-endpoints", "comma-separated etcd endpoints (empty: start an embedded etcd)", func(s string) error {
-		c.EtcdEndpoints = envconf.SplitList(s)
-		return nil
-	})
+	envconf.ListVar(fs, &c.EtcdEndpoints, "etcd-endpoints", "comma-separated etcd endpoints (empty: start an embedded etcd)")
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "postgres:// URL (empty: embedded SQLite in the data dir)")
 	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
 	fs.StringVar(&c.EmbeddedEtcdURL, "embedded-etcd-client-url", c.EmbeddedEtcdURL, "client URL of the embedded etcd")
@@ -68,10 +65,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PublishWait, "publish-wait", c.PublishWait, "how long a change waits for its etcd publication before answering")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 	fs.StringVar(&c.ConsoleID, "id", c.ConsoleID, "this console's name in the leader election")
-	fs.Func("trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)", func(s string) error {
-		c.TrustedProxies = envconf.SplitList(s)
-		return nil
-	})
+	envconf.ListVar(fs, &c.TrustedProxies, "trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)")
 }
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
