@@ -55,3 +55,22 @@ func TestDedupeKeepsInFlightAndForgetsFailures(t *testing.T) {
 		t.Fatalf("after failures, %d enqueues for 2 keys sent twice", n)
 	}
 }
+
+// TestDedupeFailuresDoNotGrowOrder: while a remembered success holds the
+// head of the order, an Enqueuer outage with a client retrying must not
+// pile up the entries of its failed attempts.
+func TestDedupeFailuresDoNotGrowOrder(t *testing.T) {
+	d := newDedupe(time.Hour, 100)
+	ctx := context.Background()
+	_ = d.do(ctx, "ok", func() error { return nil })
+	down := errors.New("queue down")
+	for range 10_000 {
+		_ = d.do(ctx, "retried", func() error { return down })
+	}
+	if len(d.m) != 1 || len(d.order) > 2*len(d.m)+17 {
+		t.Fatalf("after 10,000 failed attempts: %d keys, %d ordered refs", len(d.m), len(d.order))
+	}
+	if err := d.do(ctx, "ok", func() error { t.Error("remembered key enqueued again"); return nil }); err != nil {
+		t.Fatal(err)
+	}
+}

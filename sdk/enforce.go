@@ -65,7 +65,8 @@ func IsFailure(f func(error) bool) LimiterOption {
 // cost of one atomic load.
 //
 // mode "shadow" decides as usual, counts what would have been rejected
-// (metric decision="would_reject") and lets every request through.
+// (metric decision="would_reject") and lets every request through at once
+// (a GCRA rule's Decision.Wait is zero).
 // scope "cluster" divides the rule's quota by the live instances of the app
 // (see ClusterShare). key_by keeps per-key state bounded by the rule's
 // max_keys and ttl (limit.Keyed); the key comes from the header named by the
@@ -193,7 +194,7 @@ var admitAll = limit.Decision{OK: true}
 // long to wait before proceeding. For concurrency, adaptive and breaker rules
 // Allow only checks that a request would be admitted now and holds nothing;
 // guard the work with Admit, Acquire or Do instead. In shadow mode the
-// answer is always OK. Allow does not allocate.
+// answer is always OK, with no Wait. Allow does not allocate.
 func (l *Limiter) Allow(ctx context.Context) limit.Decision {
 	e := l.cur.Load()
 	if e == nil {
@@ -232,8 +233,10 @@ func (l *Limiter) allowSlow(ctx context.Context, e *enforcer, h Headers) limit.D
 		d.OK = x.InFlight() < x.Limit()
 		d.Reason = limit.ReasonConcurrency
 	case *limit.Breaker:
-		d.OK = x.State() != limit.StateOpen
-		d.Reason, d.RetryAfter = limit.ReasonBreakerOpen, x.RetryAfter()
+		// Open with its period over: the next call is admitted as a probe.
+		d.RetryAfter = x.RetryAfter()
+		d.OK = x.State() != limit.StateOpen || d.RetryAfter == 0
+		d.Reason = limit.ReasonBreakerOpen
 	}
 	if d.OK {
 		d.Reason = limit.ReasonNone
@@ -334,6 +337,9 @@ func (l *Limiter) Do(ctx context.Context, fn func(context.Context) error) (err e
 func (l *Limiter) count(e *enforcer, d limit.Decision) limit.Decision {
 	if d.OK {
 		l.allowed.Add(1)
+		if d.Wait > 0 && e.shadow {
+			d.Wait = 0 // shadow mode does not pace either
+		}
 		return d
 	}
 	if e.shadow {

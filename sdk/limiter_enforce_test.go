@@ -420,3 +420,58 @@ func TestLimiterFakeClock(t *testing.T) {
 		t.Errorf("after a second: %+v", d)
 	}
 }
+
+// TestLimiterAllowBreakerAfterOpenPeriod: once the open period is over,
+// Allow reports that a call would be admitted (as the half-open probe),
+// rather than rejecting until some other caller moves the breaker on.
+func TestLimiterAllowBreakerAfterOpenPeriod(t *testing.T) {
+	clock := limit.NewFakeClock()
+	c, cli := etcdClient(t, Config{})
+	l := c.Limiter("payments", LimitClock(clock))
+	r := rule("payments", wire.KindBreaker)
+	r.ErrorRate, r.MinRequests, r.Window, r.OpenDuration, r.HalfOpenProbes = 0.5, 2, wire.Duration(time.Minute), wire.Duration(time.Second), 1
+	putRule(t, cli, "test", r)
+	waitRule(t, l, 1)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	for range 2 {
+		_ = l.Do(ctx, func(context.Context) error { return boom })
+	}
+	if d := l.Allow(ctx); d.OK || d.Reason != limit.ReasonBreakerOpen || d.RetryAfter != time.Second {
+		t.Fatalf("Allow on an open breaker = %+v", d)
+	}
+	clock.Advance(time.Second)
+	if d := l.Allow(ctx); !d.OK {
+		t.Fatalf("Allow after the open period = %+v, want OK (a probe would be admitted)", d)
+	}
+	if err := l.Do(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+}
+
+// TestLimiterShadowGCRADoesNotPace: a shadow GCRA rule must not make
+// requests wait (the middleware would sleep, and answer 429 to a request
+// whose context ended meanwhile); only the decision is recorded.
+func TestLimiterShadowGCRADoesNotPace(t *testing.T) {
+	clock := limit.NewFakeClock()
+	c, cli := etcdClient(t, Config{})
+	l := c.Limiter("GET /slow", LimitClock(clock))
+	r := rule("GET /slow", wire.KindGCRA)
+	r.Rate, r.MaxWait, r.Mode = 1, wire.Duration(5*time.Second), wire.ModeShadow
+	putRule(t, cli, "test", r)
+	waitRule(t, l, 1)
+	ctx := context.Background()
+	for i := range 10 {
+		if d := l.Allow(ctx); !d.OK || d.Wait != 0 {
+			t.Fatalf("shadow Allow %d = %+v, want OK without wait", i, d)
+		}
+		if _, d := l.Admit(ctx); !d.OK || d.Wait != 0 {
+			t.Fatalf("shadow Admit %d = %+v, want OK without wait", i, d)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := l.Acquire(cctx); err != nil {
+		t.Fatalf("shadow Acquire with an ended context: %v, want no wait and no error", err)
+	}
+}

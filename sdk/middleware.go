@@ -158,7 +158,8 @@ func (en *Entry) Delay(ctx context.Context) error {
 }
 
 // Enqueuer receives L5 writes. Enqueue is called at most once per
-// (resource, Idempotency-Key) within the middleware's idempotency TTL;
+// (resource, Idempotency-Key) while the middleware remembers the key (up to
+// IdempotencyTTL, fewer when IdempotencyMaxKeys newer keys push it out);
 // concurrent duplicates wait for that one call and share its result. It
 // runs inside the request, so it may read w.Request.Body; its context is
 // the request's without cancellation. A nil error means the write is
@@ -304,8 +305,15 @@ func (h *HTTPGuard) Enter(w http.ResponseWriter, r *http.Request, resource strin
 		en.Exit(true)
 		return r, en, false
 	case Queue:
-		ok := h.queue(w, r, resource)
-		en.Exit(ok)
+		if reason := h.queue(w, r, resource); reason != "" {
+			// Not queued: the client got a problem document, which counts
+			// for the resource's breaker like any answer would, a failure
+			// only if it is a 5xx (a missing Idempotency-Key is not).
+			en.Verdict, en.Reason = Reject, reason
+			en.Exit(ProblemFor(reason).Status < http.StatusInternalServerError)
+			return r, en, false
+		}
+		en.Exit(true)
 		return r, en, false
 	}
 	if en.Delay(ctx) != nil {
@@ -317,26 +325,28 @@ func (h *HTTPGuard) Enter(w http.ResponseWriter, r *http.Request, resource strin
 	return r, en, true
 }
 
-// queue answers an L5 write; it reports whether the write was queued.
-func (h *HTTPGuard) queue(w http.ResponseWriter, r *http.Request, resource string) bool {
+// queue answers an L5 write: 202 when it is queued, otherwise the problem
+// document of the reason it returns.
+func (h *HTTPGuard) queue(w http.ResponseWriter, r *http.Request, resource string) (reason string) {
+	defer func() {
+		if reason != "" {
+			WriteProblem(w, reason, 0)
+		}
+	}()
 	key := r.Header.Get("Idempotency-Key")
 	switch {
 	case key == "":
-		WriteProblem(w, ReasonIdempotencyKeyRequired, 0)
-		return false
+		return ReasonIdempotencyKeyRequired
 	case !validIdempotencyKey(key):
-		WriteProblem(w, ReasonIdempotencyKeyInvalid, 0)
-		return false
+		return ReasonIdempotencyKeyInvalid
 	case h.opts.Enqueuer == nil:
-		WriteProblem(w, ReasonQueueUnavailable, 0)
-		return false
+		return ReasonQueueUnavailable
 	}
 	err := h.idem.do(r.Context(), resource+"\x00"+key, func() error {
 		return h.opts.Enqueuer.Enqueue(context.WithoutCancel(r.Context()), QueuedWrite{Key: key, Resource: resource, Request: r})
 	})
 	if err != nil {
-		WriteProblem(w, ReasonEnqueueFailed, 0)
-		return false
+		return ReasonEnqueueFailed
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Idempotency-Key", key)
@@ -345,7 +355,7 @@ func (h *HTTPGuard) queue(w http.ResponseWriter, r *http.Request, resource strin
 		Status string `json:"status"`
 		Key    string `json:"idempotency_key"`
 	}{"queued", key})
-	return true
+	return ""
 }
 
 // validIdempotencyKey accepts 1–255 printable ASCII characters.
@@ -423,13 +433,16 @@ func ProblemFor(reason string) Problem {
 }
 
 // WriteProblem writes the rejection of a reason: its status, a
-// Retry-After header in whole seconds (rounded up, at least 1) for 429 and
-// 503 answers, and the problem document.
+// Retry-After header in whole seconds (rounded up, at least 1) for every 429
+// and breaker_open answer and for any other whose retryAfter is known, and
+// the problem document.
 func WriteProblem(w http.ResponseWriter, reason string, retryAfter time.Duration) {
 	p := ProblemFor(reason)
 	hd := w.Header()
 	hd.Set("Content-Type", "application/problem+json")
-	if p.Status == http.StatusTooManyRequests || retryAfter > 0 {
+	// A half-open breaker whose probes are all taken does not know when it
+	// will close: Retry-After is then the 1 s minimum.
+	if p.Status == http.StatusTooManyRequests || reason == ReasonBreakerOpen || retryAfter > 0 {
 		hd.Set("Retry-After", strconv.Itoa(RetryAfterSeconds(retryAfter)))
 	}
 	w.WriteHeader(p.Status)
@@ -458,6 +471,13 @@ func (s *statusWriter) WriteHeader(code int) {
 func (s *statusWriter) Write(b []byte) (int, error) {
 	s.wrote = true
 	return s.ResponseWriter.Write(b)
+}
+
+// Flush keeps streaming handlers (server-sent events, token streams) that
+// assert http.Flusher working behind a concurrency, adaptive or breaker rule.
+func (s *statusWriter) Flush() {
+	s.wrote = true
+	_ = http.NewResponseController(s.ResponseWriter).Flush()
 }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
@@ -521,6 +541,19 @@ func (d *dedupe) do(ctx context.Context, key string, fn func() error) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+	// Failed writes leave stale refs behind a live head; drop them before
+	// they outnumber the live keys, or an Enqueuer outage with clients
+	// retrying would grow the order without bound.
+	if len(d.order) > 2*len(d.m)+16 {
+		live := d.order[:0]
+		for _, o := range d.order {
+			if d.m[o.key] == o.f {
+				live = append(live, o)
+			}
+		}
+		clear(d.order[len(live):])
+		d.order = live
 	}
 	f := &flight{done: make(chan struct{}), at: now}
 	d.m[key] = f

@@ -418,6 +418,30 @@ func TestRetryAfterSeconds(t *testing.T) {
 	}
 }
 
+// TestWriteProblemRetryAfter: every 429 and every breaker_open 503 carries
+// Retry-After in whole seconds ≥ 1, even when the limiter cannot say when
+// (a half-open breaker with its probes taken reports 0).
+func TestWriteProblemRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		after  time.Duration
+		want   string
+	}{
+		{ReasonRateLimited, 0, "1"},
+		{ReasonRateLimited, 1500 * time.Millisecond, "2"},
+		{ReasonBreakerOpen, 0, "1"},
+		{ReasonBreakerOpen, 90 * time.Second, "90"},
+		{ReasonReadOnly, 0, ""},
+		{ReasonIdempotencyKeyRequired, 0, ""},
+	} {
+		rec := httptest.NewRecorder()
+		WriteProblem(rec, tc.reason, tc.after)
+		if got := rec.Header().Get("Retry-After"); got != tc.want {
+			t.Errorf("WriteProblem(%s, %v): Retry-After %q, want %q", tc.reason, tc.after, got, tc.want)
+		}
+	}
+}
+
 func TestProblemVocabulary(t *testing.T) {
 	for reason, p := range problems {
 		got := ProblemFor(reason)
@@ -473,5 +497,54 @@ func TestMiddlewareWaitCutShortIsNotSuccess(t *testing.T) {
 	}
 	if s.calls.Load() != calls {
 		t.Fatal("the handler ran although the wait was cut short")
+	}
+}
+
+// TestMiddlewareQueueClientErrorsDoNotTripBreaker: under L5, writes
+// refused for a missing Idempotency-Key are the client's fault (400) and
+// must not count as failures of the resource's breaker.
+func TestMiddlewareQueueClientErrorsDoNotTripBreaker(t *testing.T) {
+	s := newShop(t, nil)
+	r := rule("POST /orders", wire.KindBreaker)
+	r.ErrorRate, r.MinRequests, r.Window, r.OpenDuration, r.HalfOpenProbes = 0.5, 3, wire.Duration(time.Minute), wire.Duration(time.Minute), 1
+	putRule(t, s.cli, "test", r)
+	waitRule(t, s.c.Limiter("POST /orders"), 1)
+	s.flip(t, "orders-queue", wire.L5, true)
+	for range 5 {
+		if resp, _ := s.do(t, "POST", "/orders"); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("write without key: %d", resp.StatusCode)
+		}
+	}
+	if resp, body := s.do(t, "POST", "/orders", "Idempotency-Key", "k1"); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("keyed write after 5 keyless ones: %d %s, want 202", resp.StatusCode, body)
+	}
+	if v, _ := series(t, s.reg, "switchyard_sdk_degraded_requests_total", map[string]string{"level": "L5", "action": "rejected"}); v != 5 {
+		t.Errorf("rejected = %v, want 5", v)
+	}
+}
+
+// TestMiddlewareStreamingBehindConcurrencyRule: a handler that streams and
+// asserts http.Flusher keeps working when the resource has a rule whose
+// outcome the middleware tracks (its ResponseWriter is wrapped then).
+func TestMiddlewareStreamingBehindConcurrencyRule(t *testing.T) {
+	s := newShop(t, nil)
+	r := rule("GET /events", wire.KindConcurrency)
+	r.Max = 4
+	putRule(t, s.cli, "test", r)
+	waitRule(t, s.c.Limiter("GET /events"), 1)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/events", nil)
+	req.Pattern = "GET /events"
+	s.c.HTTPGuard(MiddlewareOptions{}).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := w.(http.Flusher)
+		if !ok {
+			http.Error(w, "streaming unsupported", http.StatusInternalServerError)
+			return
+		}
+		io.WriteString(w, "data: 1\n\n")
+		f.Flush()
+	})).ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK || !rec.Flushed {
+		t.Fatalf("streaming handler answered %d (flushed %v): %s", rec.Code, rec.Flushed, rec.Body)
 	}
 }

@@ -55,19 +55,29 @@ func (o *Options) defaults() {
 	}
 }
 
-var writePrefixes = []string{"Create", "Update", "Delete", "Put", "Set", "Add", "Remove", "Insert", "Patch", "Write", "Upsert", "Cancel"}
+// readVerbs are the method-name verbs IsWriteMethod takes for reads.
+var readVerbs = []string{"Get", "List", "Read", "Watch", "Search", "Query", "Find", "Describe", "Check", "Lookup", "Count", "Fetch", "Exists", "Ping", "BatchGet"}
 
-// IsWriteMethod is the default write classifier: the method name (after
-// the last "/") starts with Create, Update, Delete, Put, Set, Add, Remove,
-// Insert, Patch, Write, Upsert or Cancel.
+// IsWriteMethod is the default write classifier. It fails closed, since a
+// write taken for a read would succeed under an L4 switch: a method is a
+// read only when its name (after the last "/") starts with one of the verbs
+// Get, List, Read, Watch, Search, Query, Find, Describe, Check, Lookup,
+// Count, Fetch, Exists, Ping or BatchGet, followed by the end of the name or
+// an upper-case letter or digit ("GetOrder", not "Getaway"), or when it
+// belongs to a service of gRPC's own "grpc." packages (health, reflection).
+// Every other method is a write; pass Options.IsWrite to classify them
+// exactly.
 func IsWriteMethod(fullMethod string) bool {
+	if strings.HasPrefix(fullMethod, "/grpc.") {
+		return false
+	}
 	name := fullMethod[strings.LastIndexByte(fullMethod, '/')+1:]
-	for _, p := range writePrefixes {
-		if strings.HasPrefix(name, p) {
-			return true
+	for _, v := range readVerbs {
+		if rest, ok := strings.CutPrefix(name, v); ok && (rest == "" || rest[0] >= 'A' && rest[0] <= 'Z' || rest[0] >= '0' && rest[0] <= '9') {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // IsServerFault is the default failure classifier: errors whose code says
@@ -108,7 +118,9 @@ func enter(ctx context.Context, g *sdk.Guard, o *Options, method string, setTrai
 			code = codes.ResourceExhausted
 		}
 	case sdk.Queue:
-		reason = sdk.ReasonQueueUnavailable
+		// The SDK cannot queue a gRPC write: it is refused, and counted so.
+		en.Verdict, en.Reason = sdk.Reject, sdk.ReasonQueueUnavailable
+		reason = en.Reason
 	default:
 		if err := en.Delay(ctx); err != nil {
 			return ctx, en, status.FromContextError(err).Err()

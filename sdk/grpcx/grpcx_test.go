@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -59,6 +60,7 @@ func probeDesc(seen chan<- wire.Level) *grpc.ServiceDesc {
 
 type env struct {
 	c    *sdk.Client
+	reg  *prometheus.Registry
 	etcd *clientv3.Client
 	conn *grpc.ClientConn
 	seen chan wire.Level
@@ -67,12 +69,13 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	srv := etcdtest.Start(t)
-	c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app, LeaseTTL: 3 * time.Second})
+	reg := prometheus.NewRegistry()
+	c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app, LeaseTTL: 3 * time.Second, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	e := &env{c: c, etcd: srv.Client(t), seen: make(chan wire.Level, 16)}
+	e := &env{c: c, reg: reg, etcd: srv.Client(t), seen: make(chan wire.Level, 16)}
 	opts := grpcx.Options{Switches: []*sdk.Handle{c.Switch("db-readonly"), c.Switch("orders-queue")}}
 	gs := grpc.NewServer(grpc.UnaryInterceptor(grpcx.UnaryServerInterceptor(c, opts)), grpc.StreamInterceptor(grpcx.StreamServerInterceptor(c, opts)))
 	gs.RegisterService(probeDesc(e.seen), struct{}{})
@@ -106,6 +109,30 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 	}
+}
+
+// degraded returns switchyard_sdk_degraded_requests_total{level, action}.
+func (e *env) degraded(t *testing.T, level wire.Level, action string) float64 {
+	t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "switchyard_sdk_degraded_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = lp.GetValue()
+			}
+			if labels["level"] == string(level) && labels["action"] == action {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func (e *env) check(service string) (*metadata.MD, error) {
@@ -198,6 +225,9 @@ func TestReadOnlyAndQueueWrites(t *testing.T) {
 	if err := e.watch(); status.Code(err) != codes.Unavailable || status.Convert(err).Message() != "switchyard: queue_unavailable" {
 		t.Fatalf("write under L5: %v", err)
 	}
+	if q, r := e.degraded(t, wire.L5, "queued"), e.degraded(t, wire.L5, "rejected"); q != 0 || r != 1 {
+		t.Errorf("L5 write refused with Unavailable counted queued=%v rejected=%v, want 0 and 1", q, r)
+	}
 	flip("orders-queue", wire.L5, wire.StateOff)
 	if err := e.watch(); err != nil {
 		t.Fatalf("write after recovery: %v", err)
@@ -213,7 +243,11 @@ func TestReadOnlyAndQueueWrites(t *testing.T) {
 func TestIsWriteMethod(t *testing.T) {
 	for m, want := range map[string]bool{
 		"/shop.v1.Orders/CreateOrder": true, "/shop.v1.Orders/DeleteOrder": true, "/shop.v1.Orders/GetOrder": false,
-		"/shop.v1.Orders/ListOrders": false, "Update": true,
+		"/shop.v1.Orders/ListOrders": false, "Update": true, "Get": false, "/test.Probe/Check": false,
+		// Fail closed: verbs it does not know are writes, so L4 refuses them.
+		"/shop.v1.Orders/SubmitOrder": true, "/shop.v1.Payments/Transfer": true, "/shop.v1.Orders/PlaceOrder": true,
+		"/shop.v1.Mail/Send": true, "/shop.v1.Travel/Getaway": true, "/shop.v1.Users/Listen": true,
+		"/grpc.health.v1.Health/Watch": false, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo": false,
 	} {
 		if got := grpcx.IsWriteMethod(m); got != want {
 			t.Errorf("IsWriteMethod(%s) = %v", m, got)

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ func (b *Breaker) RetryAfter() time.Duration {
 func (b *Breaker) Allow() (Permit, error) {
 	s := b.st.Load()
 	if State(s&3) == StateClosed {
-		var start int64
+		start := int64(unmeasured)
 		if b.cfg.Load().SlowCallDuration > 0 {
 			start = b.clock.Nanotime()
 		}
@@ -215,7 +216,7 @@ func (b *Breaker) isFailure(err error) bool { return err != nil && b.cfg.Load().
 func (b *Breaker) release(p Permit, failed bool) {
 	cfg := b.cfg.Load()
 	now := b.clock.Nanotime()
-	slow := cfg.SlowCallDuration > 0 && now-p.start >= int64(cfg.SlowCallDuration)
+	slow := cfg.SlowCallDuration > 0 && p.start != unmeasured && now-p.start >= int64(cfg.SlowCallDuration)
 	if b.st.Load() != p.tag {
 		return // admitted under an earlier state; its outcome is stale
 	}
@@ -234,6 +235,11 @@ func (b *Breaker) release(p Permit, failed bool) {
 		b.evaluate(p.tag, cfg, r, now)
 	}
 }
+
+// unmeasured is the start of a call admitted while slow calls were not
+// tracked: if a rule update turns them on before it ends, its duration is
+// unknown and it must not count as slow.
+const unmeasured = math.MinInt64
 
 func b2i(v bool) int64 {
 	if v {
@@ -266,9 +272,15 @@ func (b *Breaker) transition(from uint64, to State, now int64) {
 	cfg := b.cfg.Load()
 	switch to {
 	case StateOpen:
-		d := cfg.OpenDuration << min(b.trips, 32)
-		if d > cfg.MaxOpenDuration || d <= 0 {
-			d = cfg.MaxOpenDuration
+		// Double once per consecutive trip, saturating at the cap (a
+		// shift could overflow and wrap to a short period).
+		d := cfg.OpenDuration
+		for i := 0; i < b.trips && d < cfg.MaxOpenDuration; i++ {
+			if d > cfg.MaxOpenDuration-d {
+				d = cfg.MaxOpenDuration
+			} else {
+				d *= 2
+			}
 		}
 		b.trips++
 		b.openUntil.Store(now + int64(d))

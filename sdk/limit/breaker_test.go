@@ -274,3 +274,55 @@ func TestBreakerAdmitDecision(t *testing.T) {
 		t.Fatalf("Admit on open breaker = %+v", d)
 	}
 }
+
+// TestBreakerOpenDurationSaturates: however many probes fail in a row, the
+// open period grows to the cap and stays there (a doubling by shift used to
+// overflow and wrap back to a few seconds after 32 trips).
+func TestBreakerOpenDurationSaturates(t *testing.T) {
+	clock := limit.NewFakeClock()
+	b := testBreaker(clock, func(c *limit.BreakerConfig) {
+		c.OpenDuration, c.MaxOpenDuration = 1<<32+1, time.Hour // ≈ 4.3 s
+	})
+	callN(b, 10, fail)
+	prev := time.Duration(0)
+	for i := range 80 {
+		got := b.RetryAfter()
+		if got < prev || got > time.Hour {
+			t.Fatalf("open period %d = %v after %v, want non-decreasing up to 1h", i, got, prev)
+		}
+		prev = got
+		clock.Advance(got)
+		if ran := callN(b, 1, fail); ran != 1 {
+			t.Fatalf("period %d: no probe admitted after the open period", i)
+		}
+	}
+	if prev != time.Hour {
+		t.Fatalf("open period after 80 failed probes = %v, want the 1h cap", prev)
+	}
+}
+
+// TestBreakerSlowCallsEnabledLive: turning slow-call tracking on by a rule
+// update must not count the calls already in flight (their start was not
+// measured) as slow.
+func TestBreakerSlowCallsEnabledLive(t *testing.T) {
+	clock := limit.NewFakeClock()
+	clock.Advance(time.Hour) // a process that has been up a while
+	b := testBreaker(clock, func(c *limit.BreakerConfig) { c.MinRequests = 5 })
+	var inflight []limit.Permit
+	for range 5 {
+		p, err := b.Allow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		inflight = append(inflight, p)
+	}
+	b.SetConfig(limit.BreakerConfig{ErrorRate: 0.5, SlowCallRate: 0.5, SlowCallDuration: time.Second,
+		MinRequests: 5, Window: 10 * time.Second, OpenDuration: time.Second, HalfOpenProbes: 1})
+	clock.Advance(10 * ms)
+	for _, p := range inflight {
+		p.Done(nil)
+	}
+	if c := b.Counts(); c.Slow != 0 || b.State() != limit.StateClosed {
+		t.Fatalf("5 calls of unknown duration counted %d slow, state %v; want 0 slow, closed", c.Slow, b.State())
+	}
+}

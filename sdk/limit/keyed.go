@@ -19,8 +19,10 @@ const (
 // MaxKeys keys keep state (the least recently used is dropped first) and a
 // key idle for longer than TTL starts afresh. A dropped key simply gets a new
 // limiter next time, so under a key flood each key is limited at least as
-// leniently as a new client. Permits of a dropped concurrency limiter still
-// release into it, so a key that comes back may briefly exceed its max.
+// leniently as a new client. A key with requests still in flight (a
+// concurrency or adaptive rule) is not idle: the TTL never resets it. Only
+// the cap may drop such a key; its permits still release into the dropped
+// limiter, so a key that comes back may briefly exceed its max.
 type Keyed struct {
 	mu    sync.Mutex
 	rule  *wire.LimitRule
@@ -89,7 +91,7 @@ func (k *Keyed) Get(key string) Limiter {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e, ok := k.m[key]; ok {
-		if now-e.seen > k.ttl {
+		if now-e.seen > k.ttl && !busy(e.l) {
 			e.l = k.newLocked()
 		}
 		e.seen = now
@@ -97,8 +99,15 @@ func (k *Keyed) Get(key string) Limiter {
 		k.pushFrontLocked(e)
 		return e.l
 	}
-	// Drop the expired tail and keep below the cap before inserting.
+	// Drop the expired tail and keep below the cap before inserting; an
+	// expired key with requests in flight is kept (moved to the front).
 	for t := k.lru.prev; t != &k.lru && (len(k.m) >= k.max || now-t.seen > k.ttl); t = k.lru.prev {
+		if len(k.m) < k.max && busy(t.l) {
+			t.seen = now
+			k.unlinkLocked(t)
+			k.pushFrontLocked(t)
+			continue
+		}
 		k.removeLocked(t)
 	}
 	e := &keyEntry{key: key, l: k.newLocked(), seen: now}
@@ -115,6 +124,12 @@ func (k *Keyed) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.m)
+}
+
+// busy reports whether l has requests in flight (concurrency, adaptive).
+func busy(l Limiter) bool {
+	f, ok := l.(interface{ InFlight() int })
+	return ok && f.InFlight() > 0
 }
 
 func (k *Keyed) newLocked() Limiter {

@@ -113,3 +113,35 @@ func TestKeyedUpdate(t *testing.T) {
 		t.Fatal("Update accepted a rule with rate 0")
 	}
 }
+
+// TestKeyedTTLKeepsBusyKeys: a key whose concurrency slot is still held is
+// not idle; the TTL must not hand it a fresh, empty limiter (which would
+// admit a second request over max 1).
+func TestKeyedTTLKeepsBusyKeys(t *testing.T) {
+	clock := limit.NewFakeClock()
+	k, err := limit.NewKeyed(rule(wire.KindConcurrency, func(r *wire.LimitRule) {
+		r.Max = 1
+		r.KeyBy = wire.KeyBy{Source: "header", Name: "X-Tenant", MaxKeys: 10, TTL: wire.Duration(time.Minute)}
+	}), clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, d := k.Admit("a")
+	if !d.OK {
+		t.Fatal("first request rejected")
+	}
+	clock.Advance(2 * time.Minute) // the request runs past the TTL
+	if _, d := k.Admit("a"); d.OK {
+		t.Fatal("existing key: second request admitted over max 1 after the TTL")
+	}
+	clock.Advance(2 * time.Minute)
+	k.Get("b") // a new key sweeps the expired tail
+	if _, d := k.Admit("a"); d.OK {
+		t.Fatal("after a sweep: second request admitted over max 1")
+	}
+	long.Done(nil)
+	clock.Advance(2 * time.Minute)
+	if _, d := k.Admit("a"); !d.OK {
+		t.Fatal("idle key past its TTL still limited")
+	}
+}

@@ -17,15 +17,18 @@ type rateParams struct {
 	maxWait  int64 // longest an admitted request may be told to wait
 }
 
+// maxSpan caps the interval and tau (about 36 years) so that the schedule
+// arithmetic cannot overflow int64; only a rule of less than one request per
+// 36 years, or a burst worth more than 36 years of tokens, is affected.
+const maxSpan = 1 << 60
+
 func newRateParams(rate float64, burst int, maxWait time.Duration) *rateParams {
-	iv := int64(math.Round(1e9 / rate))
-	if iv < 1 {
-		iv = 1
-	}
-	if burst < 1 {
-		burst = 1
-	}
-	return &rateParams{interval: iv, tau: int64(burst) * iv, maxWait: max(int64(maxWait), 0)}
+	// Clamp in floating point before converting: an out-of-range float to
+	// int conversion is implementation-defined (on amd64 a rate of 1e-12/s
+	// became an interval of 1 ns, i.e. no limit at all).
+	iv := min(max(math.Round(1e9/rate), 1), maxSpan)
+	tau := min(iv*float64(max(burst, 1)), maxSpan)
+	return &rateParams{interval: int64(iv), tau: int64(tau), maxWait: max(int64(maxWait), 0)}
 }
 
 // rateCore is the lock-free core shared by TokenBucket and GCRA: a single

@@ -133,3 +133,37 @@ func TestGCRASetRateKeepsQueue(t *testing.T) {
 		t.Fatalf("after slowing to 5/s: %+v, want wait 400ms (two queued × 200ms)", d)
 	}
 }
+
+// TestTokenBucketExtremeRules: a rate far below one per second, or a burst
+// worth centuries of tokens, must neither overflow into "no limit" nor into
+// "reject everything".
+func TestTokenBucketExtremeRules(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rate  float64
+		burst int
+		want  int // admitted out of 100 at once
+	}{
+		{"tiny rate", 1e-12, 1, 1},
+		{"huge burst of a slow rate", 1e-3, 9_300_000, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := limit.NewFakeClock()
+			clock.Advance(time.Hour)
+			tb := limit.NewTokenBucket(tc.rate, tc.burst, clock)
+			admitted := 0
+			for range 100 {
+				if tb.Allow().OK {
+					admitted++
+				}
+			}
+			if admitted != tc.want {
+				t.Fatalf("admitted %d of 100 at once, want %d", admitted, tc.want)
+			}
+			clock.Advance(time.Second)
+			if tc.burst == 1 && tb.Allow().OK {
+				t.Fatalf("a second request within 1 s admitted at rate %v/s", tc.rate)
+			}
+		})
+	}
+}

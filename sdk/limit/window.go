@@ -11,7 +11,8 @@ import (
 const DefaultSlices = 10
 
 // SlidingWindow admits at most limit requests in any window of the given
-// length, counted in k sliced counters of width window/(k−1).
+// length, counted in k sliced counters of width window/(k−1) (rounded up to the
+// nanosecond).
 //
 // Accuracy. At every admission the counters cover the last window plus the
 // part of the current slice already elapsed, so the span counted is between
@@ -49,7 +50,10 @@ func (w *SlidingWindow) setWindow(window time.Duration, slices int) {
 		slices = DefaultSlices
 	}
 	w.window = window
-	w.ring = NewRolling(window/time.Duration(slices-1), slices)
+	// Round the slice width up: k−1 truncated slices could span a few
+	// nanoseconds less than the window and let a request slip in early.
+	k1 := time.Duration(slices - 1)
+	w.ring = NewRolling((window+k1-1)/k1, slices)
 }
 
 // Allow admits one request.

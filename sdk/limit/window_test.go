@@ -134,3 +134,23 @@ func TestSlidingWindowRetryAfterAndUpdate(t *testing.T) {
 		t.Fatalf("count after window change = %d, want 0", got)
 	}
 }
+
+// TestSlidingWindowSliceWidthRoundsUp: with a window that k−1 does not
+// divide, a request exactly one window minus a nanosecond after the last
+// admission is still inside the window.
+func TestSlidingWindowSliceWidthRoundsUp(t *testing.T) {
+	clock := limit.NewFakeClock()
+	w := limit.NewSlidingWindow(1, time.Second, 8, clock) // 1 s / 7 slices
+	clock.Advance(time.Second/7 - 1)                      // the last nanosecond of the first slice
+	if !w.Allow().OK {
+		t.Fatal("first request rejected")
+	}
+	clock.Advance(time.Second - 1)
+	if w.Allow().OK {
+		t.Fatal("second request admitted 1 s − 1 ns after the first, limit 1 per 1 s")
+	}
+	clock.Advance(2 * time.Second / 7)
+	if !w.Allow().OK {
+		t.Fatal("request rejected once the first left the window")
+	}
+}
