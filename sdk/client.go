@@ -48,8 +48,9 @@ type Client struct {
 	relists      atomic.Uint64 // re-lists forced by compaction
 	sessionUp    atomic.Bool   // a list succeeded and the watch runs
 	reachable    atomic.Bool   // the last registry heartbeat succeeded
+	connUp       atomic.Bool   // the gRPC connection to etcd is ready (see watchConn)
 	freshAt      atomic.Int64  // unix nanos when data was last confirmed current
-	appliedAt    atomic.Int64  // unix nanos of the last applied revision change
+	appliedAt    atomic.Int64  // unix nanos of the last applied live change or revision change
 
 	ready     chan struct{}
 	readyOnce sync.Once
@@ -89,7 +90,8 @@ type Change struct {
 	On bool
 	// Limit is the new effective limit rule, nil when it was deleted.
 	Limit *wire.LimitRule
-	// Revision is the etcd revision that was applied.
+	// Revision is the etcd revision of the change (of the newest one when
+	// several keys changed together, of the listing after a re-list).
 	Revision int64
 }
 
@@ -99,7 +101,11 @@ type listener struct{ fn func(Change) }
 // disk snapshot (if SnapshotDir is set), reads the environment fallbacks
 // and connects in the background. ctx bounds only New itself; the client
 // runs until Close.
-func New(ctx context.Context, cfg Config) (*Client, error) {
+func New(ctx context.Context, cfg Config) (*Client, error) { return newClient(ctx, cfg, nil) }
+
+// newClient is New; tests pass wrap to interpose on the etcd client (its
+// Watcher, say) before the background goroutines start.
+func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*Client, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -166,8 +172,12 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		return nil, fmt.Errorf("sdk: etcd client: %w", err)
 	}
+	if wrap != nil {
+		wrap(cli)
+	}
 	c.etcd = cli
-	c.wg.Add(2)
+	c.wg.Add(3)
+	go c.watchConn()
 	go c.run()
 	go c.registry()
 	return c, nil
@@ -216,12 +226,20 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // Stale reports whether the answers may be out of date: no live data yet,
 // or the connection to etcd is lost. The last known state keeps being
 // served either way.
-func (c *Client) Stale() bool {
-	return !c.Ready() || !c.sessionUp.Load() || !c.reachable.Load()
+func (c *Client) Stale() bool { return !c.Ready() || !c.connected() }
+
+// connected reports whether the watch runs over a ready connection and
+// etcd answers the registry's lease keepalives. A closed or refused
+// connection shows at once (watchConn); a silent one (a network partition
+// that drops packets) shows when the keepalives go unanswered.
+func (c *Client) connected() bool {
+	return c.sessionUp.Load() && c.connUp.Load() && c.reachable.Load()
 }
 
-// Revision returns the etcd revision of the applied state (from the disk
-// snapshot until live data arrives), 0 when there is none.
+// Revision returns the etcd revision through which every change to the
+// app's switches, overrides and limit rules has been applied (from the
+// disk snapshot until live data arrives), 0 when there is none. It can
+// trail the newest applied change by a progress round trip, never lead it.
 func (c *Client) Revision() int64 { return c.state.Load().rev }
 
 // InstanceID returns the instance id in use (Config.InstanceID or its default).
@@ -333,7 +351,10 @@ func decodeItem(ns, app, key string, value []byte, modRev int64) (*item, error) 
 // apply folds updates into a new immutable state and publishes it in one
 // atomic swap. With relist, keys absent from ups are deleted (ups is the
 // complete listing at rev). A value that does not parse keeps the key's
-// previous value and counts an error; nothing else is removed.
+// previous value and counts an error; nothing else is removed. rev is the
+// revision through which everything is now applied; it becomes the
+// state's revision unless that is already higher (a live re-list sets it
+// outright).
 func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	c.mu.Lock()
 	prev := c.state.Load()
@@ -358,13 +379,13 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		listed = make(map[string]struct{}, len(ups))
 	}
 	persist := false
-	maxRev := rev
+	changeRev := rev // the revision of this batch's newest data, for Change
 	pre, preErr := c.predecode(prev.items, ups)
 	for i, u := range ups {
 		if relist {
 			listed[u.key] = struct{}{}
 		}
-		maxRev = max(maxRev, u.modRev)
+		changeRev = max(changeRev, u.modRev)
 		old := items[u.key]
 		if u.del {
 			if old != nil {
@@ -402,7 +423,10 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 			}
 		}
 	}
-	nextRev := max(prev.rev, maxRev)
+	// The state's revision is rev, never an item's mod revision: a watch
+	// event at R+1 may arrive before one at R on another prefix, and the
+	// revision must not claim R is applied before it is (see session).
+	nextRev := max(prev.rev, rev)
 	if relist && source == SourceLive {
 		// A live listing is the whole truth at its revision, also when etcd
 		// went backwards (a cluster restored from a backup).
@@ -447,7 +471,7 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 			old := next.entries[i]
 			next.entries[i] = e
 			if notify && (old.sw != e.sw || old.on != e.on) {
-				changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: next.rev})
+				changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: changeRev})
 			}
 		}
 		return changes
@@ -483,7 +507,7 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 				next.limits[r] = lim
 			}
 			if old != lim {
-				changes = append(changes, Change{Kind: LimitChanged, Name: r, Limit: lim, Revision: next.rev})
+				changes = append(changes, Change{Kind: LimitChanged, Name: r, Limit: lim, Revision: changeRev})
 			}
 		}
 	}
@@ -494,7 +518,9 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	if source == SourceLive {
 		now := time.Now().UnixNano()
 		c.freshAt.Store(now)
-		if next.rev != prev.rev || prev.source != SourceLive {
+		// Acks are debounced from here, not from the confirmation of the
+		// revision (confirm), which follows within a progress round trip.
+		if len(ups) > 0 || next.rev != prev.rev || prev.source != SourceLive {
 			c.appliedAt.Store(now)
 		}
 		if persist || prev.source != SourceLive {
@@ -506,6 +532,24 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 			l.fn(ch)
 		}
 	}
+}
+
+// confirm publishes rev as the applied revision of the live state when
+// the watch has shown that nothing up to rev is missing and no event came
+// with it (see session). Items and entries are shared with the previous
+// state, which is immutable.
+func (c *Client) confirm(rev int64) {
+	c.mu.Lock()
+	prev := c.state.Load()
+	if rev <= prev.rev || prev.source != SourceLive {
+		c.mu.Unlock()
+		return
+	}
+	next := *prev
+	next.rev = rev
+	c.state.Store(&next)
+	c.mu.Unlock()
+	c.freshAt.Store(time.Now().UnixNano())
 }
 
 // parallelDecodeMin is the batch size from which values are decoded on

@@ -199,7 +199,10 @@ func (c *Client) loadSnapshot() {
 }
 
 // diskWriter coalesces snapshot writes to at most one per
-// snapshotInterval and writes a final one on close.
+// snapshotInterval and writes a final one on close. A failed write is
+// retried with exponential backoff (capped at maxBackoff) until one
+// succeeds, so a transient disk error does not leave an older snapshot on
+// disk until the next change.
 type diskWriter struct {
 	c       *Client
 	mu      sync.Mutex
@@ -207,13 +210,14 @@ type diskWriter struct {
 	pending bool
 	closed  bool
 	last    time.Time
+	gap     time.Duration // minimum time between writes: snapshotInterval, more after failures
 	written *state
 	writeMu sync.Mutex
 	wg      sync.WaitGroup
 	writes  atomic.Int64 // successful writes, for tests
 }
 
-func (d *diskWriter) init(c *Client) { d.c = c }
+func (d *diskWriter) init(c *Client) { d.c, d.gap = c, snapshotInterval }
 
 // schedule asks for a write of the current state.
 func (d *diskWriter) schedule() {
@@ -227,7 +231,7 @@ func (d *diskWriter) schedule() {
 	}
 	d.pending = true
 	d.wg.Add(1)
-	d.timer = time.AfterFunc(max(0, time.Until(d.last.Add(snapshotInterval))), func() {
+	d.timer = time.AfterFunc(max(0, time.Until(d.last.Add(d.gap))), func() {
 		defer d.wg.Done()
 		d.mu.Lock()
 		d.pending = false
@@ -266,9 +270,17 @@ func (d *diskWriter) write() {
 	if err == nil {
 		err = writeFileAtomic(SnapshotPath(d.c.cfg.SnapshotDir, d.c.cfg.Namespace, d.c.cfg.App), data)
 	}
+	d.mu.Lock()
+	if err != nil {
+		d.gap = min(2*d.gap, maxBackoff)
+	} else {
+		d.gap = snapshotInterval
+	}
+	d.mu.Unlock()
 	if err != nil {
 		d.c.snapErrors.Add(1)
-		d.c.log.Error("writing disk snapshot failed", "err", err)
+		d.c.log.Error("writing disk snapshot failed, will retry", "err", err)
+		d.schedule()
 		return
 	}
 	d.written = st

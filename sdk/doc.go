@@ -56,11 +56,20 @@
 // # Staleness and the instance registry
 //
 // Stale reports true until live data arrived, while the watch is being
-// re-established, and while the instance lease's keepalives go
-// unanswered (about LeaseTTL/2 + 1 s after etcd disappears). The last
-// known state keeps being served. The instance key
+// re-established, while the gRPC connection to etcd is not ready (at once
+// when etcd stops or the connection is cut), and while the instance
+// lease's keepalives go unanswered (about LeaseTTL/2 + 1 s into a silent
+// partition). The last known state keeps being served.
+//
+// The applied revision (Client.Revision, the registry's ack) is one
+// through which every change of the watched keys is applied: the client
+// runs one watch per prefix, and a newer event on one may be applied
+// before an older one on another, so the revision only advances to what
+// every watch has delivered, confirmed with an etcd progress notification
+// (a progress round trip after the change). The instance key
 // instances/<app>/<instance-id> lives on a lease of LeaseTTL (10 s) and is
-// rewritten 250 ms–1 s (random) after the applied revision changes; the
+// rewritten 250 ms–1 s (random) after a change is applied, with the
+// applied revision confirmed by then (or at the next poll); the
 // registry polls for it, so applying a change wakes nothing else, and the
 // acks of a flip reaching many instances are spread out instead of
 // competing with the flip's own fan-out. A lost lease is re-granted and the
@@ -92,8 +101,9 @@
 //
 // This package imports only the standard library, the etcd v3 client, the
 // Prometheus client, sdk/wire and sdk/limit. It must never import gin, gorm or the
-// console's packages (server/, audit/, web/, cmd/); deps_test.go enforces
-// it. Two imports come with the etcd client's own API: zap, to switch the
-// etcd client's logging off (the SDK logs through Config.Logger), and
-// gRPC, to cap the reconnect backoff at 2 s.
+// console's packages (server/, audit/, web/, cmd/); TestImportBoundaries
+// enforces it. Two imports come with the etcd client's own API: zap, to
+// switch the etcd client's logging off (the SDK logs through
+// Config.Logger), and gRPC, to cap the reconnect backoff at 2 s and to
+// follow the connection's state.
 package sdk

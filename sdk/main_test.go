@@ -39,6 +39,12 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // newTestClient starts a client against endpoints with test defaults.
 func newTestClient(t testing.TB, cfg Config) *Client {
 	t.Helper()
+	return newWrappedTestClient(t, cfg, nil)
+}
+
+// newWrappedTestClient is newTestClient with newClient's wrap hook.
+func newWrappedTestClient(t testing.TB, cfg Config, wrap func(*clientv3.Client)) *Client {
+	t.Helper()
 	if cfg.Namespace == "" {
 		cfg.Namespace = "test"
 	}
@@ -54,7 +60,7 @@ func newTestClient(t testing.TB, cfg Config) *Client {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = 2 * time.Second
 	}
-	c, err := New(context.Background(), cfg)
+	c, err := newClient(context.Background(), cfg, wrap)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -63,7 +63,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 	if !fresh.IsZero() {
 		ch <- prometheus.MustNewConstMetric(m.snapshotAge, prometheus.GaugeValue, time.Since(fresh).Seconds())
 	}
-	ch <- prometheus.MustNewConstMetric(m.connected, prometheus.GaugeValue, b2f(c.sessionUp.Load() && c.reachable.Load()))
+	ch <- prometheus.MustNewConstMetric(m.connected, prometheus.GaugeValue, b2f(c.connected()))
 	ch <- prometheus.MustNewConstMetric(m.stale, prometheus.GaugeValue, b2f(c.Stale()))
 	ch <- prometheus.MustNewConstMetric(m.updateErrors, prometheus.CounterValue, float64(c.decodeErrors.Load()), "decode")
 	ch <- prometheus.MustNewConstMetric(m.updateErrors, prometheus.CounterValue, float64(c.snapErrors.Load()), "snapshot")

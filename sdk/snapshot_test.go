@@ -174,3 +174,30 @@ func TestSnapshotWritesAreCoalesced(t *testing.T) {
 		t.Errorf("temporary files left behind: %v", entries)
 	}
 }
+
+// TestSnapshotWriteRetriedAfterFailure checks that a failed snapshot write
+// is retried without waiting for another change or for Close.
+func TestSnapshotWriteRetriedAfterFailure(t *testing.T) {
+	const ns, app = "test", "checkout"
+	dir := t.TempDir()
+	blocker := filepath.Join(dir, ns) // a file where the namespace directory goes
+	if err := os.WriteFile(blocker, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := newTestClient(t, Config{Namespace: ns, App: app, SnapshotDir: dir})
+	loadErrors := c.snapErrors.Load() // reading the snapshot failed too
+	sw := mkSwitch(app, "x", wire.StateOn, 100)
+	c.apply([]kvUpdate{{key: wire.SwitchKey(ns, app, "x"), value: []byte(mustJSON(t, sw)), modRev: 7}}, true, 7, SourceLive)
+	waitFor(t, 10*time.Second, "a failed write", func() bool { return c.snapErrors.Load() > loadErrors })
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the write retried", func() bool { return c.disk.writes.Load() > 0 })
+	data, err := os.ReadFile(SnapshotPath(dir, ns, app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, ups, err := decodeSnapshot(data, ns, app); err != nil || h.Revision != 7 || len(ups) != 1 {
+		t.Fatalf("snapshot: %+v, %d items, %v", h, len(ups), err)
+	}
+}
