@@ -21,7 +21,8 @@ type compose struct {
 }
 
 // TestComposeShape: three etcd members in one cluster, Postgres, two
-// console replicas on the same database and etcd, Prometheus scraping both.
+// console replicas on the same database and etcd, the demo service on the
+// same etcd and namespace, Prometheus scraping the consoles and the demo.
 func TestComposeShape(t *testing.T) {
 	raw, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
@@ -58,6 +59,14 @@ func TestComposeShape(t *testing.T) {
 		}
 		dbURL = env["SWITCHYARD_DATABASE_URL"]
 	}
+	demo, ok := c.Services["checkout"]
+	if !ok {
+		t.Fatal("no checkout demo service")
+	}
+	if env, console := demo.Environment, c.Services["console-a"].Environment; env["SWITCHYARD_ETCD_ENDPOINTS"] != console["SWITCHYARD_ETCD_ENDPOINTS"] ||
+		env["SWITCHYARD_NAMESPACE"] != console["SWITCHYARD_NAMESPACE"] || env["SWITCHYARD_APP"] != "checkout" {
+		t.Errorf("the demo does not watch what the consoles publish: %v", env)
+	}
 	if _, ok := c.Services["prometheus"]; !ok {
 		t.Fatal("no prometheus service")
 	}
@@ -65,7 +74,7 @@ func TestComposeShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, target := range []string{"console-a:8080", "console-b:8080"} {
+	for _, target := range []string{"console-a:8080", "console-b:8080", "checkout:8070"} {
 		if !strings.Contains(string(prom), target) {
 			t.Errorf("prometheus does not scrape %s", target)
 		}

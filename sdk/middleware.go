@@ -23,7 +23,8 @@ const (
 	ReasonBreakerOpen            = "breaker_open"        // the resource's circuit breaker is open (503)
 	ReasonReadOnly               = "read_only"           // an L4 switch is on and the request writes (503)
 	ReasonQueueUnavailable       = "queue_unavailable"   // an L5 switch is on but writes cannot be queued here (503)
-	ReasonEnqueueFailed          = "enqueue_failed"      // the Enqueuer refused the write (503)
+	ReasonEnqueueFailed          = "enqueue_failed"      // the Enqueuer could not queue the write (503)
+	ReasonInvalidWrite           = "invalid_write"       // the Enqueuer refused the write as malformed (400, ErrInvalidWrite)
 	ReasonIdempotencyKeyRequired = "idempotency_key_required"
 	ReasonIdempotencyKeyInvalid  = "idempotency_key_invalid"
 )
@@ -163,10 +164,19 @@ func (en *Entry) Delay(ctx context.Context) error {
 // concurrent duplicates wait for that one call and share its result. It
 // runs inside the request, so it may read w.Request.Body; its context is
 // the request's without cancellation. A nil error means the write is
-// durably queued and the client gets 202.
+// durably queued and the client gets 202; an error wrapping ErrInvalidWrite
+// gets 400 invalid_write (validate the write before queueing it), any other
+// 503 enqueue_failed. Either way the key is not remembered, so a corrected
+// retry is queued.
 type Enqueuer interface {
 	Enqueue(ctx context.Context, w QueuedWrite) error
 }
+
+// ErrInvalidWrite is what an Enqueuer wraps to refuse a malformed write:
+// the client gets 400 with reason invalid_write (the error's text is
+// logged by the service if at all, never sent: reasons are a fixed
+// vocabulary).
+var ErrInvalidWrite = errors.New("sdk: invalid write")
 
 // EnqueuerFunc adapts a function to Enqueuer.
 type EnqueuerFunc func(ctx context.Context, w QueuedWrite) error
@@ -345,7 +355,10 @@ func (h *HTTPGuard) queue(w http.ResponseWriter, r *http.Request, resource strin
 	err := h.idem.do(r.Context(), resource+"\x00"+key, func() error {
 		return h.opts.Enqueuer.Enqueue(context.WithoutCancel(r.Context()), QueuedWrite{Key: key, Resource: resource, Request: r})
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrInvalidWrite):
+		return ReasonInvalidWrite
+	case err != nil:
 		return ReasonEnqueueFailed
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -417,6 +430,7 @@ var problems = map[string]Problem{
 	ReasonReadOnly:               {Title: "Service is read-only: writes are disabled", Status: http.StatusServiceUnavailable},
 	ReasonQueueUnavailable:       {Title: "Writes are being queued but this endpoint cannot queue them", Status: http.StatusServiceUnavailable},
 	ReasonEnqueueFailed:          {Title: "The write could not be queued", Status: http.StatusServiceUnavailable},
+	ReasonInvalidWrite:           {Title: "The write is malformed and was not queued", Status: http.StatusBadRequest},
 	ReasonIdempotencyKeyRequired: {Title: "Writes are being queued: an Idempotency-Key header is required", Status: http.StatusBadRequest},
 	ReasonIdempotencyKeyInvalid:  {Title: "Idempotency-Key must be 1-255 printable ASCII characters", Status: http.StatusBadRequest},
 }

@@ -336,6 +336,30 @@ func TestMiddlewareQueueWrites(t *testing.T) {
 	}
 }
 
+// TestMiddlewareEnqueueInvalidWrite: an Enqueuer refusing a malformed write
+// answers 400 invalid_write (not 503, and no detail from the body), and
+// the key is free for the corrected retry.
+func TestMiddlewareEnqueueInvalidWrite(t *testing.T) {
+	var calls atomic.Int64
+	s := newShop(t, EnqueuerFunc(func(context.Context, QueuedWrite) error {
+		if calls.Add(1) == 1 {
+			return fmt.Errorf("%w: count <script>", ErrInvalidWrite)
+		}
+		return nil
+	}))
+	s.flip(t, "orders-queue", wire.L5, true)
+	resp, body := s.do(t, "POST", "/orders", "Idempotency-Key", "k")
+	if resp.StatusCode != http.StatusBadRequest || decodeProblem(t, resp, body).Reason != ReasonInvalidWrite {
+		t.Fatalf("invalid write: %d %s", resp.StatusCode, body)
+	}
+	if strings.Contains(body, "script") {
+		t.Errorf("the Enqueuer's error text reached the client: %s", body)
+	}
+	if resp, _ := s.do(t, "POST", "/orders", "Idempotency-Key", "k"); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("corrected retry: %d, want 202", resp.StatusCode)
+	}
+}
+
 func TestMiddlewareEnqueueFailure(t *testing.T) {
 	var calls atomic.Int64
 	s := newShop(t, EnqueuerFunc(func(context.Context, QueuedWrite) error {
