@@ -4,8 +4,8 @@
 // same database transaction as the change itself. Each event carries the
 // hash of the one before it, so editing or deleting any row breaks the chain
 // and Verify names the first event that no longer matches. The database
-// refuses UPDATE and DELETE on the table with a trigger as a second line of
-// defence.
+// refuses UPDATE, DELETE (and on Postgres TRUNCATE) on the table with
+// triggers as a second line of defence.
 //
 // The package knows nothing about HTTP or etcd; it needs a *gorm.DB.
 package audit

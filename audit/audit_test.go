@@ -184,3 +184,16 @@ func TestSQLiteRefusesEdits(t *testing.T) {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 }
+
+// TestPostgresRefusesTruncate: TRUNCATE, which row triggers do not see,
+// cannot empty the log (an empty chain would verify).
+func TestPostgresRefusesTruncate(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 2)
+	if err := db.Exec("TRUNCATE audit_events").Error; err == nil || !strings.Contains(err.Error(), "append-only") {
+		t.Fatalf("TRUNCATE not refused: %v", err)
+	}
+	if res, err := audit.Verify(context.Background(), db); err != nil || !res.OK() || res.Events != 2 {
+		t.Fatalf("verify: %+v %v", res, err)
+	}
+}

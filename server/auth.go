@@ -223,8 +223,9 @@ func (s *Service) RevokeToken(ctx context.Context, a Actor, id int64, c Change) 
 
 // EnsureBootstrapToken makes sure an admin can sign in on first start.
 // With a configured secret it records that secret as the "bootstrap" admin
-// token (once). Without one it generates a secret only if no admin token
-// exists yet, and returns it so the caller can print it; otherwise "".
+// token (once, even when several consoles start together). Without one it
+// generates a secret only if no admin token exists yet, and returns it so
+// the caller can print it; otherwise "".
 func (s *Service) EnsureBootstrapToken(ctx context.Context, configured string) (generated string, err error) {
 	secret := configured
 	err = s.tx(ctx, func(tx *gorm.DB) error {
@@ -249,6 +250,9 @@ func (s *Service) EnsureBootstrapToken(ctx context.Context, configured string) (
 		ev.After = jsonString(t.View())
 		return audit.Append(tx, ev)
 	})
+	if configured != "" && errors.Is(err, ErrAlreadyExists) {
+		return "", nil // another console recorded the same secret first
+	}
 	if err != nil {
 		return "", err
 	}

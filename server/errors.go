@@ -17,6 +17,14 @@ var (
 	ErrUnavailable   = errors.New("server: database unavailable")
 )
 
+// ExistsError is ErrAlreadyExists for a create whose name is taken; Field
+// is the request field that holds the name ("name", "resource").
+type ExistsError struct{ Field, Name string }
+
+func (e *ExistsError) Error() string { return ErrAlreadyExists.Error() + ": " + e.Name }
+
+func (e *ExistsError) Unwrap() error { return ErrAlreadyExists }
+
 // FieldError is a validation error that names the offending request field.
 type FieldError = wire.FieldError
 

@@ -9,15 +9,13 @@ import (
 
 // ListLimits returns the limit rules of app (all apps when app is "").
 func (s *Service) ListLimits(ctx context.Context, app string) ([]LimitRule, error) {
-	var out []LimitRule
-	q := s.db.WithContext(ctx).Order("app, resource")
-	if app != "" {
-		q = q.Where("app = ?", app)
-	}
-	if err := q.Find(&out).Error; err != nil {
-		return nil, unavailable(err)
-	}
-	return out, nil
+	out, _, err := s.LimitPage(ctx, app, Page{})
+	return out, err
+}
+
+// LimitPage returns one page of ListLimits and the cursor of the next.
+func (s *Service) LimitPage(ctx context.Context, app string, pg Page) ([]LimitRule, string, error) {
+	return list[LimitRule](s.db.WithContext(ctx), app, pg)
 }
 
 // GetLimit returns one limit rule.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -168,17 +169,31 @@ func (p *Publisher) key(e entityKey) string {
 	return wire.SwitchKey(p.ns, e.app, e.name)
 }
 
+// drainBatch bounds the outbox rows one drain reads at a time.
+const drainBatch = 200
+
 // Drain publishes every pending outbox row under the fence, oldest first.
+// A failure that concerns one entity only (see entityError) leaves that
+// entity's rows in the outbox for the next drain and does not hold back the
+// other entities; the drain then returns the joined entity errors. Any other
+// failure (lost leadership, etcd or the database unreachable) stops it.
 func (p *Publisher) Drain(ctx context.Context, f Fence) error {
+	var (
+		after  int64
+		failed []error
+		// blocked entities failed in this drain: their newer rows wait too,
+		// so an entity is never published out of order.
+		blocked = map[entityKey]bool{}
+	)
 	for {
 		var rows []outboxRow
-		if err := p.db.WithContext(ctx).Order("id").Limit(200).Find(&rows).Error; err != nil {
+		if err := p.db.WithContext(ctx).Where("id > ?", after).Order("id").Limit(drainBatch).Find(&rows).Error; err != nil {
 			return fmt.Errorf("server: read outbox: %w", err)
 		}
 		if len(rows) == 0 {
-			p.metrics.OutboxDepth.Set(0)
-			return nil
+			break
 		}
+		after = rows[len(rows)-1].ID
 		// Publish each entity once, with its newest row.
 		newest := map[entityKey]outboxRow{}
 		var order []entityKey
@@ -190,11 +205,20 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 			newest[k] = r
 		}
 		for _, k := range order {
+			if blocked[k] {
+				continue
+			}
 			r := newest[k]
 			rev, err := p.publish(ctx, f, k)
 			if err != nil {
 				p.metrics.PublishErrors.Inc()
-				return err
+				var ee *entityError
+				if !errors.As(err, &ee) || ctx.Err() != nil {
+					return err
+				}
+				blocked[k] = true
+				failed = append(failed, err)
+				continue
 			}
 			if err := p.db.WithContext(ctx).Where("kind = ? AND app = ? AND name = ? AND id <= ?", k.kind, k.app, k.name, r.ID).
 				Delete(&outboxRow{}).Error; err != nil {
@@ -204,16 +228,31 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 			p.metrics.PublishLag.Observe(time.Since(r.CreatedAt).Seconds())
 			p.resolve(k, r.ID, rev)
 		}
-		if len(rows) < 200 {
-			var depth int64
-			p.db.WithContext(ctx).Model(&outboxRow{}).Count(&depth)
-			p.metrics.OutboxDepth.Set(float64(depth))
-			if depth == 0 {
-				return nil
-			}
+		if len(rows) < drainBatch {
+			break
 		}
 	}
+	var depth int64
+	if p.db.WithContext(ctx).Model(&outboxRow{}).Count(&depth).Error == nil {
+		p.metrics.OutboxDepth.Set(float64(depth))
+	}
+	return errors.Join(failed...)
 }
+
+// entityError is a publish failure of one entity that says nothing about
+// the others: an outbox kind this console does not know (written by a newer
+// version), a value that cannot be encoded, a request etcd refuses as
+// invalid (such as one over its size limit).
+type entityError struct {
+	key entityKey
+	err error
+}
+
+func (e *entityError) Error() string {
+	return fmt.Sprintf("server: publish %s %s/%s: %v", e.key.kind, e.key.app, e.key.name, e.err)
+}
+
+func (e *entityError) Unwrap() error { return e.err }
 
 func (p *Publisher) resolve(k entityKey, upTo, rev int64) {
 	p.mu.Lock()
@@ -242,7 +281,7 @@ func (p *Publisher) desired(ctx context.Context, k entityKey) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(sw.Wire())
+		return encode(k, sw.Wire())
 	case outboxLimit:
 		r, err := load[LimitRule](db, k.app, k.name)
 		if errors.Is(err, ErrNotFound) || (err == nil && r.State != "on") {
@@ -251,9 +290,18 @@ func (p *Publisher) desired(ctx context.Context, k entityKey) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(r.Wire())
+		return encode(k, r.Wire())
 	}
-	return nil, fmt.Errorf("server: unknown outbox kind %q", k.kind)
+	return nil, &entityError{k, fmt.Errorf("unknown outbox kind %q", k.kind)}
+}
+
+// encode is the JSON of an entity's published value.
+func encode(k entityKey, v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &entityError{k, err}
+	}
+	return b, nil
 }
 
 // publish writes one entity's current state in one fenced transaction and
@@ -268,7 +316,12 @@ func (p *Publisher) publish(ctx context.Context, f Fence, k entityKey) (int64, e
 	if val != nil {
 		op = clientv3.OpPut(key, string(val))
 	}
-	return p.txn(ctx, f, op)
+	rev, err := p.txn(ctx, f, op)
+	var coded interface{ Code() codes.Code }
+	if errors.As(err, &coded) && coded.Code() == codes.InvalidArgument {
+		err = &entityError{k, err}
+	}
+	return rev, err
 }
 
 // txn commits ops if the fence holds.

@@ -2,12 +2,17 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -53,5 +58,170 @@ func TestAwaitAfterDrain(t *testing.T) {
 	// published:false.
 	if rc := pub.Await(ctx, &ob); !rc.Published || rc.Revision == 0 {
 		t.Fatalf("receipt after an early drain: %+v", rc)
+	}
+}
+
+// lead wins the scheduler election of namespace "default" and returns the
+// election (to resign) and its fence.
+func lead(t *testing.T, cli *clientv3.Client) (*concurrency.Election, Fence) {
+	t.Helper()
+	sess, err := concurrency.NewSession(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sess.Close() })
+	el := concurrency.NewElection(sess, wire.ElectionKey("default"))
+	if err := el.Campaign(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	return el, NewFence(el.Key(), el.Rev())
+}
+
+// TestDrainSkipsFailingEntity: an entity the publisher cannot publish (an
+// outbox kind from a newer console, a value etcd refuses as too large) stays
+// in the outbox but does not hold back the changes of other entities; once
+// it is fixed, its newest state is published. Lost leadership still stops
+// the drain.
+func TestDrainSkipsFailingEntity(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	ctx := context.Background()
+	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
+	svc := NewService(db, nil)
+	el, fence := lead(t, cli)
+	get := func(app, name string) *wire.Switch {
+		t.Helper()
+		resp, err := cli.Get(ctx, wire.SwitchKey("default", app, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil
+		}
+		var w wire.Switch
+		if err := json.Unmarshal(resp.Kvs[0].Value, &w); err != nil {
+			t.Fatal(err)
+		}
+		return &w
+	}
+	pending := func() []string {
+		t.Helper()
+		var rows []outboxRow
+		if err := db.Order("id").Find(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.Kind+":"+r.Name)
+		}
+		return out
+	}
+
+	// Oldest first: a kind this console does not know, then a switch whose
+	// value is over etcd's 1.5 MiB request limit, then an ordinary change.
+	if err := db.Create(&outboxRow{Kind: "trigger", App: "checkout", Name: "cpu", CreatedAt: time.Now()}).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "big", Level: wire.L1, Fallback: json.RawMessage(`[]`), Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	huge := `"` + strings.Repeat("x", 1600<<10) + `"`
+	if err := db.Model(&Switch{}).Where("name = ?", "big").Update("fallback", huge).Error; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "small", Level: wire.L3, Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	err = pub.Drain(ctx, fence)
+	if err == nil || !strings.Contains(err.Error(), "trigger checkout/cpu") || !strings.Contains(err.Error(), "switch checkout/big") {
+		t.Fatalf("drain error should name both failing entities: %v", err)
+	}
+	if w := get("checkout", "small"); w == nil || w.Version != 1 {
+		t.Fatalf("a failing entity held back another one: %+v", w)
+	}
+	if got := strings.Join(pending(), ","); got != "trigger:cpu,switch:big" {
+		t.Fatalf("outbox after the drain: %s", got)
+	}
+
+	// Fixed by a new change, the entity is published at its newest state.
+	if _, _, err := svc.PatchSwitch(ctx, admin, "checkout", "big", SwitchPatch{Reason: "shrink", Fallback: ptr(json.RawMessage(`{"items":[]}`))}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Drain(ctx, fence); err == nil || strings.Contains(err.Error(), "big") {
+		t.Fatalf("second drain: %v", err)
+	}
+	if w := get("checkout", "big"); w == nil || w.Version != 2 || string(w.Fallback) != `{"items":[]}` {
+		t.Fatalf("big after its fix: %+v", w)
+	}
+	if got := strings.Join(pending(), ","); got != "trigger:cpu" {
+		t.Fatalf("outbox after the second drain: %s", got)
+	}
+
+	// The reconciler still repairs drift while an entity stays pending.
+	if _, err := cli.Put(ctx, wire.SwitchKey("default", "checkout", "ghost"), `{}`); err != nil {
+		t.Fatal(err)
+	}
+	if repairs, err := pub.Reconcile(ctx, fence); len(repairs) != 1 || err == nil {
+		t.Fatalf("reconcile with a pending entity: %v %v", repairs, err)
+	}
+	if get("checkout", "ghost") != nil {
+		t.Fatal("drift not repaired")
+	}
+
+	// Lost leadership is not an entity's failure: it stops the drain.
+	if err := el.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.TurnOn(ctx, admin, "checkout", "small", Toggle{Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Drain(ctx, fence); !errors.Is(err, errNotLeader) {
+		t.Fatalf("drain after losing leadership: %v", err)
+	}
+	if w := get("checkout", "small"); w.Version != 1 {
+		t.Fatalf("published without the fence: %+v", w)
+	}
+}
+
+// TestReconcileKeepsUnencodableValue: a switch whose stored value no longer
+// encodes (a hand-edited row) is reported, not mistaken for a key the
+// database does not know: the reconciler leaves its etcd key alone.
+func TestReconcileKeepsUnencodableValue(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	ctx := context.Background()
+	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
+	_, fence := lead(t, cli)
+	if _, _, err := NewService(db, nil).CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "list", Level: wire.L1, Fallback: json.RawMessage(`[]`), Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Drain(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Model(&Switch{}).Where("name = ?", "list").Update("fallback", "{oops").Error; err != nil {
+		t.Fatal(err)
+	}
+	repairs, err := pub.Reconcile(ctx, fence)
+	if err != nil || len(repairs) != 0 {
+		t.Fatalf("reconcile: %v %v", repairs, err)
+	}
+	if resp, err := cli.Get(ctx, wire.SwitchKey("default", "checkout", "list")); err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the published key was deleted: %v %v", resp, err)
 	}
 }

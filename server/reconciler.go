@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,10 +41,13 @@ const repairBatch = 100
 // action "drift". Keys with a pending outbox row are left to the publisher.
 // Repairs go to etcd in fenced transactions of up to 100 keys, each batch
 // audited in one database transaction, so even a wiped etcd is rebuilt in
-// few round trips.
+// few round trips. Entities the drain could not publish stay pending; their
+// errors are returned after the pass.
 func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
-	if err := p.Drain(ctx, f); err != nil {
-		return nil, err
+	var ee *entityError
+	drainErr := p.Drain(ctx, f)
+	if drainErr != nil && !errors.As(drainErr, &ee) {
+		return nil, drainErr
 	}
 	actual := map[string][]byte{}
 	for _, kind := range []string{wire.KindSwitches, wire.KindLimits} {
@@ -91,7 +95,7 @@ func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
 		p.recordDrift(ctx, batch)
 	}
 	p.metrics.Reconciles.Inc()
-	return done, nil
+	return done, drainErr
 }
 
 // desiredAll reads, in one transaction, the value every key should hold and
@@ -104,16 +108,14 @@ func (p *Publisher) desiredAll(ctx context.Context) (want map[string][]byte, pen
 			return err
 		}
 		for i := range switches {
-			b, _ := json.Marshal(switches[i].Wire())
-			want[wire.SwitchKey(p.ns, switches[i].App, switches[i].Name)] = b
+			p.want(want, pending, wire.SwitchKey(p.ns, switches[i].App, switches[i].Name), switches[i].Wire())
 		}
 		var rules []LimitRule
 		if err := tx.Where("state = ?", wire.StateOn).Find(&rules).Error; err != nil {
 			return err
 		}
 		for i := range rules {
-			b, _ := json.Marshal(rules[i].Wire())
-			want[wire.LimitKey(p.ns, rules[i].App, rules[i].Resource)] = b
+			p.want(want, pending, wire.LimitKey(p.ns, rules[i].App, rules[i].Resource), rules[i].Wire())
 		}
 		var rows []outboxRow
 		if err := tx.Find(&rows).Error; err != nil {
@@ -128,6 +130,19 @@ func (p *Publisher) desiredAll(ctx context.Context) (want map[string][]byte, pen
 		return nil, nil, fmt.Errorf("server: reconcile: read database: %w", err)
 	}
 	return want, pending, nil
+}
+
+// want records the value key must hold. A value that does not encode is
+// left alone like a pending change (the publisher reports it), rather than
+// mistaken for a key that must not exist.
+func (p *Publisher) want(want map[string][]byte, pending map[string]bool, key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		p.log.Error("reconciler: cannot encode", "key", key, "err", err)
+		pending[key] = true
+		return
+	}
+	want[key] = b
 }
 
 // recordDrift counts a batch of repairs and appends their audit events in

@@ -51,6 +51,41 @@ func load[T any, P entity[T]](tx *gorm.DB, app, name string) (P, error) {
 	return e, nil
 }
 
+// Page selects part of a list ordered by app and name: the entries after
+// the cursor After ("app/name"; "" starts at the beginning), at most Limit
+// of them (0: all).
+type Page struct {
+	After string
+	Limit int
+}
+
+// list reads one page of the entities of app (every app when app is "")
+// and returns the cursor of the next page ("" when there is none).
+func list[T any, P entity[T]](db *gorm.DB, app string, pg Page) ([]T, string, error) {
+	col := P(new(T)).nameColumn()
+	q := db.Order("app, " + col)
+	if app != "" {
+		q = q.Where("app = ?", app)
+	}
+	if pg.After != "" {
+		a, n, _ := strings.Cut(pg.After, "/") // app names hold no slash
+		q = q.Where("(app > ? OR (app = ? AND "+col+" > ?))", a, a, n)
+	}
+	if pg.Limit > 0 {
+		q = q.Limit(pg.Limit + 1)
+	}
+	var out []T
+	if err := q.Find(&out).Error; err != nil {
+		return nil, "", unavailable(err)
+	}
+	if pg.Limit <= 0 || len(out) <= pg.Limit {
+		return out, "", nil
+	}
+	out = out[:pg.Limit]
+	_, next, _ := strings.Cut(P(&out[pg.Limit-1]).Target(), "/") // "kind/app/name"
+	return out, next, nil
+}
+
 // create validates and inserts a new entity as version 1.
 func create[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action, reason string, build func() (P, error)) (P, Receipt, error) {
 	var out P
@@ -72,7 +107,7 @@ func create[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, 
 		},
 	})
 	if errors.Is(err, ErrAlreadyExists) {
-		err = fmt.Errorf("%w: %s/%s", ErrAlreadyExists, app, name)
+		err = &ExistsError{Field: P(new(T)).nameColumn(), Name: app + "/" + name}
 	}
 	if err != nil {
 		return nil, rc, err

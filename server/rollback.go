@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"gorm.io/gorm"
 
@@ -13,9 +14,10 @@ import (
 )
 
 // RollbackSwitch restores a switch to the state recorded by audit event
-// eventID (the switch as it was right after that change). The rollback is a
-// new audited change with action "switch.rollback"; the switch must still
-// exist.
+// eventID (the switch as it was right after that change), which must be a
+// change made through the API ("switch.*"; a "drift" event records the etcd
+// value, not the switch). The rollback is a new audited change with action
+// "switch.rollback"; the switch must still exist.
 func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string, eventID int64, c Change) (*Switch, Receipt, error) {
 	var ev audit.Event
 	err := s.db.WithContext(ctx).Where("id = ?", eventID).Take(&ev).Error
@@ -27,6 +29,9 @@ func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string,
 	}
 	if ev.Target != (&Switch{App: app, Name: name}).Target() {
 		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d is about %s, not this switch", eventID, ev.Target))
+	}
+	if !strings.HasPrefix(ev.Action, "switch.") {
+		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d is a %s, not a change of the switch", eventID, ev.Action))
 	}
 	if ev.After == "" {
 		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d records no state to restore", eventID))

@@ -146,15 +146,13 @@ func checkVersion(expected *int64, current int64) error {
 
 // ListSwitches returns the switches of app (all apps when app is "").
 func (s *Service) ListSwitches(ctx context.Context, app string) ([]Switch, error) {
-	var out []Switch
-	q := s.db.WithContext(ctx).Order("app, name")
-	if app != "" {
-		q = q.Where("app = ?", app)
-	}
-	if err := q.Find(&out).Error; err != nil {
-		return nil, unavailable(err)
-	}
-	return out, nil
+	out, _, err := s.SwitchPage(ctx, app, Page{})
+	return out, err
+}
+
+// SwitchPage returns one page of ListSwitches and the cursor of the next.
+func (s *Service) SwitchPage(ctx context.Context, app string, pg Page) ([]Switch, string, error) {
+	return list[Switch](s.db.WithContext(ctx), app, pg)
 }
 
 // GetSwitch returns one switch.

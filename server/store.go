@@ -32,8 +32,7 @@ func OpenDB(ctx context.Context, url, dataDir string) (*gorm.DB, migrations.Dial
 		if err := os.MkdirAll(dataDir, 0o750); err != nil {
 			return nil, "", fmt.Errorf("server: data dir: %w", err)
 		}
-		path := filepath.Join(dataDir, "switchyard.db")
-		dsn := "file:" + path + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+		dsn := "file:" + SQLitePath(dataDir) + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 		db, err = gorm.Open(sqlite.Open(dsn), cfg)
 		dialect = migrations.SQLite
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
@@ -65,10 +64,13 @@ func OpenDB(ctx context.Context, url, dataDir string) (*gorm.DB, migrations.Dial
 	return db, dialect, nil
 }
 
+// SQLitePath is the embedded database file in dataDir.
+func SQLitePath(dataDir string) string { return filepath.Join(dataDir, "switchyard.db") }
+
 // DescribeDB names the database for start-up logs without credentials.
 func DescribeDB(url, dataDir string) string {
 	if url == "" {
-		return "sqlite " + filepath.Join(dataDir, "switchyard.db")
+		return "sqlite " + SQLitePath(dataDir)
 	}
 	if i := strings.Index(url, "@"); i >= 0 {
 		if j := strings.Index(url, "://"); j >= 0 && j < i {

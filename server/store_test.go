@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -309,6 +311,111 @@ func TestTokens(t *testing.T) {
 		}
 		if _, err := svc.Authenticate(ctx, secret); !errors.Is(err, ErrUnauthorized) {
 			t.Fatalf("revoked token authenticates: %v", err)
+		}
+	})
+}
+
+// TestBootstrapTokenRace: two consoles starting at once on a fresh database
+// with the same SWITCHYARD_BOOTSTRAP_TOKEN both start; the token is
+// recorded once.
+func TestBootstrapTokenRace(t *testing.T) {
+	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	const secret = "sy_shared-bootstrap-token"
+	// The other console, caught between its insert and its commit.
+	other := db.Begin()
+	defer other.Rollback()
+	if err := other.Create(&Token{Name: "bootstrap", TokenHash: hashSecret(secret), Role: RoleAdmin, CreatedBy: "system", CreatedAt: time.Now()}).Error; err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := NewService(db, nil).EnsureBootstrapToken(context.Background(), secret)
+		done <- err
+	}()
+	// Let it block on the other console's uncommitted row, then commit that.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var waiting int64
+		if err := db.Raw("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting).Error; err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second start never waited for the first")
+		}
+	}
+	if err := other.Commit().Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("second console failed to start: %v", err)
+	}
+	if n := count(t, db, "api_tokens"); n != 1 {
+		t.Fatalf("%d tokens", n)
+	}
+}
+
+// TestRollbackRefusesDriftEvent: a drift event records the etcd value, not
+// the switch; rolling back to it is refused naming the event, and nothing
+// is written.
+func TestRollbackRefusesDriftEvent(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		sw, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "pay", Level: wire.L4, Description: "payments", Reason: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := SystemActor("reconciler").event("drift", sw.Target(), "key was missing in etcd; republished from the database")
+		ev.After = jsonString(sw.Wire())
+		if err := svc.DB().Transaction(func(tx *gorm.DB) error { return audit.Append(tx, ev) }); err != nil {
+			t.Fatal(err)
+		}
+		events := count(t, svc.DB(), "audit_events")
+		_, _, err = svc.RollbackSwitch(ctx, admin, "checkout", "pay", ev.ID, Change{Reason: "undo"})
+		if fieldOf(err) != "event" {
+			t.Fatalf("rollback to a drift event: %v", err)
+		}
+		if got, _ := svc.GetSwitch(ctx, "checkout", "pay"); got.Version != 1 || count(t, svc.DB(), "audit_events") != events {
+			t.Fatalf("a refused rollback wrote: %+v", got)
+		}
+	})
+}
+
+// TestSwitchPage: pages follow app and name order on both databases.
+func TestSwitchPage(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		for _, s := range []string{"b/x", "a/y", "a/x", "c/a"} {
+			app, name, _ := strings.Cut(s, "/")
+			if _, _, err := svc.CreateSwitch(ctx, admin, app, SwitchInput{Name: name, Level: wire.L3, Reason: "r"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for pg := (Page{Limit: 3}); ; {
+			list, next, err := svc.SwitchPage(ctx, "", pg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sw := range list {
+				got = append(got, sw.App+"/"+sw.Name)
+			}
+			got = append(got, "|")
+			if pg.After = next; next == "" {
+				break
+			}
+		}
+		if s := strings.Join(got, " "); s != "a/x a/y b/x | c/a |" {
+			t.Fatalf("pages: %s", s)
 		}
 	})
 }

@@ -72,6 +72,14 @@ func auditCommand(cfg console.Config, args []string) error {
 		return err
 	}
 	ctx := context.Background()
+	if cfg.DatabaseURL == "" {
+		// Opening a missing SQLite file would create an empty log that
+		// verifies: a wrong --data-dir must not look like a clean chain.
+		path := server.SQLitePath(cfg.DataDir)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("no database at %s (pass --data-dir or --database-url): %w", path, err)
+		}
+	}
 	db, _, err := server.OpenDB(ctx, cfg.DatabaseURL, cfg.DataDir)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -120,4 +121,18 @@ func startAndStop(t *testing.T, bin string, args []string, listen string, use fu
 		t.Fatal("console did not stop within 20 s of SIGTERM")
 	}
 	return out.String()
+}
+
+// TestAuditNeedsExistingDatabase: `audit verify` pointed at a data dir with
+// no database fails instead of creating an empty log that verifies.
+func TestAuditNeedsExistingDatabase(t *testing.T) {
+	t.Setenv("SWITCHYARD_DATABASE_URL", "")
+	dir := filepath.Join(t.TempDir(), "typo")
+	err := run([]string{"audit", "verify", "--data-dir", dir})
+	if err == nil || !strings.Contains(err.Error(), "no database at") {
+		t.Fatalf("audit verify on a missing database: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data dir was created: %v", err)
+	}
 }

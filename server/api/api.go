@@ -7,6 +7,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
@@ -28,6 +29,8 @@ type Config struct {
 	Namespace string
 	// Registry serves /metrics and receives the HTTP metrics.
 	Registry *prometheus.Registry
+	// Logger receives the cause of every 5xx answer (nil: discarded).
+	Logger *slog.Logger
 }
 
 type handler struct {
@@ -42,6 +45,9 @@ func Register(r *gin.Engine, cfg Config) {
 	r.UseRawPath = true
 	r.UnescapePathValues = true
 	r.Use(requestID)
+	if cfg.Logger != nil {
+		r.Use(logFailures(cfg.Logger))
+	}
 	if cfg.Registry != nil {
 		r.Use(newHTTPMetrics(cfg.Registry).handle)
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
@@ -102,22 +108,50 @@ func views[T any, V any](items []T, view func(*T) V) []V {
 	return out
 }
 
-func (h *handler) listSwitches(c *gin.Context) {
-	list, err := h.svc.ListSwitches(c, c.Param("app"))
+// listPage answers a list request paged by the query's limit (default
+// 100, at most 1000) and after (the next_after of the previous page).
+func listPage[T any, V any](c *gin.Context, key string, read func(server.Page) ([]T, string, error), view func(*T) V) {
+	var v []*server.FieldError
+	pg := server.Page{After: c.Query("after"), Limit: int(queryInt(c, "limit", 1000, &v))}
+	if len(v) > 0 {
+		fail(c, &server.ValidationError{Fields: v})
+		return
+	}
+	if pg.Limit == 0 {
+		pg.Limit = 100
+	}
+	list, next, err := read(pg)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"switches": views(list, (*server.Switch).View)})
+	c.JSON(http.StatusOK, gin.H{key: views(list, view), "next_after": next})
+}
+
+// queryInt parses an optional positive integer query parameter up to max,
+// adding a field error to v when it is bad (0 when absent).
+func queryInt(c *gin.Context, name string, max int64, v *[]*server.FieldError) int64 {
+	s := c.Query(name)
+	if s == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 1 || n > max {
+		*v = append(*v, &server.FieldError{Field: name, Msg: "must be a positive integer up to " + strconv.FormatInt(max, 10)})
+	}
+	return n
+}
+
+func (h *handler) listSwitches(c *gin.Context) {
+	listPage(c, "switches", func(pg server.Page) ([]server.Switch, string, error) {
+		return h.svc.SwitchPage(c, c.Param("app"), pg)
+	}, (*server.Switch).View)
 }
 
 func (h *handler) listAllSwitches(c *gin.Context) {
-	list, err := h.svc.ListSwitches(c, "")
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"switches": views(list, (*server.Switch).View)})
+	listPage(c, "switches", func(pg server.Page) ([]server.Switch, string, error) {
+		return h.svc.SwitchPage(c, "", pg)
+	}, (*server.Switch).View)
 }
 
 func (h *handler) createSwitch(c *gin.Context) {
@@ -207,12 +241,9 @@ func (h *handler) deleteSwitch(c *gin.Context) {
 }
 
 func (h *handler) listLimits(c *gin.Context) {
-	list, err := h.svc.ListLimits(c, c.Param("app"))
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"limits": views(list, (*server.LimitRule).View)})
+	listPage(c, "limits", func(pg server.Page) ([]server.LimitRule, string, error) {
+		return h.svc.LimitPage(c, c.Param("app"), pg)
+	}, (*server.LimitRule).View)
 }
 
 func (h *handler) createLimit(c *gin.Context) {
@@ -284,6 +315,7 @@ func (h *handler) instances(c *gin.Context) {
 	defer cancel()
 	resp, err := h.etcd.Get(ctx, wire.AppPrefix(h.ns, wire.KindInstances, c.Param("app")), clientv3.WithPrefix())
 	if err != nil {
+		_ = c.Error(err)
 		c.Header("Content-Type", ProblemContentType)
 		c.AbortWithStatusJSON(http.StatusServiceUnavailable, Problem{
 			Type: "/problems/etcd-unavailable", Title: "etcd unavailable", Status: http.StatusServiceUnavailable,
@@ -329,21 +361,10 @@ func auditFilter(c *gin.Context) (audit.Filter, error) {
 			*dst = t
 		}
 	}
-	parseInt := func(name string, dst *int64, max int64) {
-		if s := c.Query(name); s != "" {
-			n, err := strconv.ParseInt(s, 10, 64)
-			if err != nil || n < 1 || n > max {
-				v = append(v, &server.FieldError{Field: name, Msg: "must be a positive integer up to " + strconv.FormatInt(max, 10)})
-			}
-			*dst = n
-		}
-	}
 	parseTime("since", &f.Since)
 	parseTime("until", &f.Until)
-	var limit int64
-	parseInt("limit", &limit, 1000)
-	parseInt("before", &f.BeforeID, 1<<62)
-	f.Limit = int(limit)
+	f.Limit = int(queryInt(c, "limit", 1000, &v))
+	f.BeforeID = queryInt(c, "before", 1<<62, &v)
 	if len(v) > 0 {
 		return f, &server.ValidationError{Fields: v}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
 	"strconv"
@@ -39,6 +40,21 @@ func requestID(c *gin.Context) {
 	c.Set(ctxRequestID, id)
 	c.Header("X-Request-ID", id)
 	c.Next()
+}
+
+// logFailures logs the cause of every 5xx answer: the problem document
+// keeps it from the client, so the log is where on-call finds it.
+func logFailures(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		if c.Writer.Status() < 500 {
+			return
+		}
+		for _, e := range c.Errors {
+			log.Error("api: request failed", "method", c.Request.Method, "path", c.Request.URL.Path,
+				"status", c.Writer.Status(), "request_id", c.GetString(ctxRequestID), "err", e.Err)
+		}
+	}
 }
 
 // httpMetrics counts requests and their latency by route.

@@ -57,7 +57,12 @@ func ProblemFor(err error) Problem {
 	case errors.Is(err, server.ErrConflict):
 		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: Clean(err), Field: "version"}
 	case errors.Is(err, server.ErrAlreadyExists):
-		return Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: Clean(err), Field: "name"}
+		p := Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: Clean(err), Field: "name"}
+		var ee *server.ExistsError
+		if errors.As(err, &ee) {
+			p.Field = ee.Field
+		}
+		return p
 	case errors.Is(err, server.ErrUnavailable):
 		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "the change was not made; retry when the database is back"}
 	}

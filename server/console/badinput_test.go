@@ -90,6 +90,7 @@ func TestBadInput(t *testing.T) {
 		{"operator mints token", "POST", "/api/v1/tokens", opTok, `{"name":"x","role":"admin","reason":"r"}`, 403, "", nil},
 		{"token bad role", "POST", "/api/v1/tokens", adminToken, `{"name":"x","role":"root","reason":"r"}`, 400, "role", nil},
 		{"unknown switch", "POST", sw + "/nope/on", adminToken, `{"reason":"r"}`, 404, "", nil},
+		{"duplicate limit", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /search","kind":"concurrency","max":4,"reason":"r"}`, 409, "resource", nil},
 		{"limit unknown kind", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"leaky","reason":"r"}`, 400, "kind", nil},
 		{"limit missing burst", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"token_bucket","rate":5,"reason":"r"}`, 400, "burst", nil},
 		{"limit bad mode", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /","kind":"concurrency","max":3,"mode":"dry","reason":"r"}`, 400, "mode", nil},

@@ -30,7 +30,7 @@ type Config struct {
 	ReconcileInterval time.Duration // --reconcile-interval / SWITCHYARD_RECONCILE_INTERVAL
 	PublishWait       time.Duration // --publish-wait / SWITCHYARD_PUBLISH_WAIT
 	ShutdownTimeout   time.Duration // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
-	ConsoleID         string        // --id / SWITCHYARD_CONSOLE_ID; default host:listen
+	ConsoleID         string        // --id / SWITCHYARD_CONSOLE_ID; default hostname/listen-address
 	// TrustedProxies are the addresses (IPs or CIDRs) whose X-Forwarded-For
 	// is believed for the client address in audit events and throttles;
 	// --trusted-proxies / SWITCHYARD_TRUSTED_PROXIES, default none.

@@ -115,7 +115,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 		return nil, fmt.Errorf("console: trusted-proxies: %w", err)
 	}
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg})
+	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log})
 	for _, m := range mounts {
 		m(c.Engine, c)
 	}
@@ -157,11 +157,24 @@ func (c *Console) Describe(w io.Writer) {
 }
 
 // Shutdown stops serving (in-flight requests finish within ctx), resigns
-// the election, and closes etcd and the database.
+// the election, and closes etcd and the database. A scheduler still stuck
+// on an unreachable etcd when ctx ends is cut off by closing the etcd
+// client: etcd's campaign cleanup waits on nothing but the client's own
+// context.
 func (c *Console) Shutdown(ctx context.Context) error {
 	err := c.http.Shutdown(ctx)
 	c.cancel()
-	c.wg.Wait()
+	stopped := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		c.Etcd.Close()
+		<-stopped
+	}
 	c.closeResources()
 	return err
 }

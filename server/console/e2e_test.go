@@ -219,3 +219,50 @@ func TestAuditAddressNotSpoofable(t *testing.T) {
 		t.Fatalf("audit recorded %q, want the real peer 127.0.0.1", events[0].RemoteAddr)
 	}
 }
+
+// TestListPaging: switch and limit lists come in pages of `limit`, ordered
+// by app and name, each page naming the cursor of the next (after); the
+// cursor works across apps and for resources holding a slash.
+func TestListPaging(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	for _, s := range []string{"checkout/c", "checkout/a", "payments/a", "checkout/b", "search/z"} {
+		app, name, _ := strings.Cut(s, "/")
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
+	}
+	for _, res := range []string{"POST /orders", "GET /orders", "GET /orders/{id}"} {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"`+res+`","kind":"concurrency","max":4,"reason":"seed"}`), 201)
+	}
+	// pages follows next_after from path and returns every page's entries.
+	pages := func(path, key, field string) [][]string {
+		t.Helper()
+		var out [][]string
+		after := ""
+		for {
+			r := mustStatus(t, call(t, c, "GET", path+"&after="+url.QueryEscape(after), adminToken, ""), 200)
+			var body map[string][]map[string]any
+			_ = json.Unmarshal([]byte(r.Raw), &body)
+			var page []string
+			for _, item := range body[key] {
+				page = append(page, fmt.Sprint(item["app"], "/", item[field]))
+			}
+			out = append(out, page)
+			if after = r.str("next_after"); after == "" {
+				return out
+			}
+		}
+	}
+	if got := fmt.Sprint(pages("/api/v1/switches?limit=2", "switches", "name")); got != "[[checkout/a checkout/b] [checkout/c payments/a] [search/z]]" {
+		t.Fatalf("all switches: %s", got)
+	}
+	if got := fmt.Sprint(pages("/api/v1/apps/checkout/switches?limit=3", "switches", "name")); got != "[[checkout/a checkout/b checkout/c]]" {
+		t.Fatalf("checkout switches: %s", got)
+	}
+	if got := fmt.Sprint(pages("/api/v1/apps/checkout/limits?limit=1", "limits", "resource")); got != "[[checkout/GET /orders] [checkout/GET /orders/{id}] [checkout/POST /orders]]" {
+		t.Fatalf("checkout limits: %s", got)
+	}
+	r := mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/switches?limit=0", adminToken, ""), 400)
+	if r.str("field") != "limit" {
+		t.Fatalf("bad limit: %s", r.Raw)
+	}
+}

@@ -5,6 +5,9 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,5 +225,74 @@ func TestWipedEtcdIsRebuilt(t *testing.T) {
 	})
 	if res, err := audit.Verify(ctx, c.DB); err != nil || !res.OK() {
 		t.Fatalf("verify: %+v %v", res, err)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writers and readers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestFailuresAreLogged: a 5xx answer hides its cause from the client; the
+// console log names it, with the request id, so on-call can find it.
+func TestFailuresAreLogged(t *testing.T) {
+	e := newEnv(t)
+	var logs syncBuffer
+	e.log = slog.New(slog.NewTextHandler(&logs, nil))
+	c := e.start()
+	waitLeader(t, c)
+	if err := c.DB.Exec("ALTER TABLE switches RENAME TO switches_moved").Error; err != nil {
+		t.Fatal(err)
+	}
+	r := mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/switches", adminToken, "", "X-Request-ID", "req-db-1"), 503)
+	if strings.Contains(r.Raw, "switches_moved") || strings.Contains(r.Raw, "does not exist") {
+		t.Fatalf("the cause leaked to the client: %s", r.Raw)
+	}
+	e.etcd.Stop()
+	mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, "", "X-Request-ID", "req-etcd-1"), 503)
+	out := logs.String()
+	for _, want := range []string{`request_id=req-db-1`, `relation \"switches\" does not exist`, `request_id=req-etcd-1`} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("log lacks %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestShutdownWithEtcdDown: a follower waiting in the election shuts down
+// within its shutdown deadline while etcd is unreachable, instead of
+// hanging (etcd's campaign cleanup waits on the client's own context).
+func TestShutdownWithEtcdDown(t *testing.T) {
+	e := newEnv(t)
+	leader := e.start(func(c *console.Config) { c.ConsoleID = "a" })
+	waitLeader(t, leader)
+	follower := e.start(func(c *console.Config) { c.ConsoleID = "b" })
+	eventually(t, 15*time.Second, "the follower campaigns", func() bool {
+		resp, err := e.cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 2
+	})
+	e.etcd.Stop()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		done <- follower.Shutdown(ctx)
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // the deadline is 1s; a minute means it hangs
+		t.Fatal("shutdown hangs while etcd is down")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -26,6 +27,7 @@ type env struct {
 	etcd  *etcdtest.Server
 	cli   *clientv3.Client
 	pgURL string
+	log   *slog.Logger // for the consoles; nil discards
 }
 
 func newEnv(t testing.TB) *env {
@@ -47,7 +49,7 @@ func (e *env) start(mod ...func(*console.Config)) *console.Console {
 	for _, m := range mod {
 		m(&cfg)
 	}
-	c, err := console.Start(context.Background(), cfg, nil)
+	c, err := console.Start(context.Background(), cfg, e.log)
 	if err != nil {
 		e.t.Fatal(err)
 	}
