@@ -81,7 +81,10 @@ type Counts struct {
 // period, which doubles each time a half-open trial fails, up to
 // MaxOpenDuration. Half-open: exactly HalfOpenProbes calls are admitted
 // (claimed by compare-and-swap); if all succeed it closes with a fresh window
-// and base open period, a failed or slow probe reopens it.
+// and base open period, a failed or slow probe reopens it. A probe still
+// running after the probe timeout (the longest of Window, OpenDuration and
+// SlowCallDuration) counts as failed, so a hung call cannot hold the
+// breaker half-open, rejecting everything, for ever.
 //
 // In the closed state Allow and Done take no lock and do not allocate. Each
 // outcome is tagged with the state generation it was admitted under, so a
@@ -92,6 +95,7 @@ type Breaker struct {
 	ring      atomic.Pointer[Rolling]
 	openUntil atomic.Int64
 	probes    atomic.Int64 // probe slots left while half-open
+	halfOpen  atomic.Int64 // when the current half-open period began
 	probeOK   atomic.Int64 // successful probes this half-open period
 	clock     Clock
 
@@ -170,6 +174,9 @@ func (b *Breaker) allowSlow(s uint64) (Permit, error) {
 	for {
 		n := b.probes.Load()
 		if n <= 0 {
+			if now-b.halfOpen.Load() >= probeTimeout(b.cfg.Load()) {
+				b.transition(s, StateOpen, now) // the probes hung: a failed trial
+			}
 			return Permit{}, ErrOpen
 		}
 		if b.probes.CompareAndSwap(n, n-1) {
@@ -208,6 +215,12 @@ func (b *Breaker) Do(fn func() error) error {
 	finished = true
 	b.release(p, b.isFailure(err))
 	return err
+}
+
+// probeTimeout is how long half-open probes may run before the trial
+// counts as failed.
+func probeTimeout(cfg *BreakerConfig) int64 {
+	return int64(max(cfg.Window, cfg.OpenDuration, cfg.SlowCallDuration))
 }
 
 // isFailure asks the hook about non-nil errors only: nil is always success.
@@ -287,6 +300,7 @@ func (b *Breaker) transition(from uint64, to State, now int64) {
 	case StateHalfOpen:
 		b.probes.Store(int64(cfg.HalfOpenProbes))
 		b.probeOK.Store(0)
+		b.halfOpen.Store(now)
 	case StateClosed:
 		b.trips = 0
 		b.ring.Load().Reset()

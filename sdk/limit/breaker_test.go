@@ -326,3 +326,38 @@ func TestBreakerSlowCallsEnabledLive(t *testing.T) {
 		t.Fatalf("5 calls of unknown duration counted %d slow, state %v; want 0 slow, closed", c.Slow, b.State())
 	}
 }
+
+// TestBreakerHungProbeTimesOut: a probe that never returns must not hold
+// the breaker half-open (rejecting everything) for ever: past the probe
+// timeout the trial counts as failed, the breaker reopens for a longer
+// period, and the next trial can close it. The hung probe's late outcome is
+// ignored.
+func TestBreakerHungProbeTimesOut(t *testing.T) {
+	clock := limit.NewFakeClock()
+	b := testBreaker(clock, nil) // window 10 s, open 1 s, 1 probe
+	callN(b, 10, fail)
+	clock.Advance(time.Second)
+	hung, err := b.Allow()
+	if err != nil || b.State() != limit.StateHalfOpen {
+		t.Fatalf("no probe after the open period: %v, %v", err, b.State())
+	}
+	clock.Advance(9 * time.Second)
+	if _, err := b.Allow(); err == nil || b.State() != limit.StateHalfOpen {
+		t.Fatalf("before the probe timeout: err %v, state %v; want rejected, half-open", err, b.State())
+	}
+	clock.Advance(time.Second) // 10 s: the probe timeout (the window)
+	if _, err := b.Allow(); err == nil || b.State() != limit.StateOpen {
+		t.Fatalf("after the probe timeout: err %v, state %v; want rejected, open", err, b.State())
+	}
+	if got := b.RetryAfter(); got != 2*time.Second {
+		t.Fatalf("open period after a hung trial = %v, want 2s (doubled)", got)
+	}
+	clock.Advance(2 * time.Second)
+	if ran := callN(b, 1, func() error { return nil }); ran != 1 || b.State() != limit.StateClosed {
+		t.Fatalf("second trial: ran %d, state %v; want a probe that closes it", ran, b.State())
+	}
+	hung.Done(errors.New("finally failed"))
+	if b.State() != limit.StateClosed {
+		t.Fatalf("the hung probe's late failure changed the state to %v", b.State())
+	}
+}

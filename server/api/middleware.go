@@ -93,8 +93,9 @@ func (m *httpMetrics) handle(c *gin.Context) {
 // authenticate resolves the bearer token into an actor or answers 401.
 func authenticate(svc *server.Service) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		secret, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !ok {
+		// The scheme is case-insensitive (RFC 9110 §11.1).
+		scheme, secret, ok := strings.Cut(c.GetHeader("Authorization"), " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			fail(c, server.ErrUnauthorized)
 			return
 		}

@@ -97,6 +97,9 @@ func TestInstancesAndProbes(t *testing.T) {
 	if !strings.Contains(r.Raw, `"instance_id":"pod-1"`) || !strings.Contains(r.Raw, `"applied_revision":7`) {
 		t.Fatalf("instances: %s", r.Raw)
 	}
+	// The authentication scheme is case-insensitive; a token without it is not one.
+	mustStatus(t, call(t, c, "GET", "/api/v1/switches", "", "", "Authorization", "bearer "+adminToken), 200)
+	mustStatus(t, call(t, c, "GET", "/api/v1/switches", "", "", "Authorization", adminToken), 401)
 	mustStatus(t, call(t, c, "GET", "/healthz", "", ""), 200)
 	mustStatus(t, call(t, c, "GET", "/readyz", "", ""), 200)
 	waitLeader(t, c)

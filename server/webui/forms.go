@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"strconv"
@@ -38,7 +39,7 @@ func failureOf(err error) failure {
 	case http.StatusConflict:
 		f.Msg = "Someone else changed this meanwhile (" + p.Detail + "). Review the current state and submit again."
 		if errors.Is(err, server.ErrAlreadyExists) {
-			f.Msg, f.Fields["name"] = p.Detail, "is taken"
+			f.Msg, f.Fields[cmp.Or(p.Field, "name")] = p.Detail, "is taken"
 		}
 	case http.StatusNotFound:
 		f.Msg = "Not found: " + p.Detail

@@ -176,6 +176,11 @@ func TestSecurity(t *testing.T) {
 				t.Errorf("create %s rule: %d\n%s", kind, status, body)
 			}
 		}
+		// Creating a rule that exists says so next to its resource field.
+		status, _, body = cl.post("/ui/limits/save", url.Values{"_csrf": {tok}, "app": {"checkout"}, "resource": {"res concurrency"}, "kind": {"concurrency"}, "concurrency.max": {"3"}, "mode": {"enforce"}, "scope": {"instance"}, "reason": {"r"}})
+		if status != http.StatusConflict || !strings.Contains(body, `<p class="ferr" role="alert">is taken</p>`) {
+			t.Errorf("duplicate limit rule: %d, no \"is taken\" at the resource field\n%s", status, body)
+		}
 	})
 
 	t.Run("admin manages users and tokens", func(t *testing.T) {
