@@ -114,8 +114,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("console: trusted-proxies: %w", err)
 	}
-	// No WriteTimeout: the web UI's event streams stay open for minutes.
-	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	// No ReadTimeout or WriteTimeout: either would cut the web UI's event
+	// streams, which stay open for minutes (a read deadline passing
+	// mid-handler cancels the request's context).
+	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log})
 	for _, m := range mounts {
