@@ -81,6 +81,9 @@ func (c *Client) run() {
 // watcher on the stream is in sync, and drops it when the stream is busy).
 const progressRetry = time.Second
 
+// progressDelay is the least wait before a progress request (see session).
+const progressDelay = debounceMin / 2
+
 // session lists every watched prefix in one transaction (one revision R),
 // applies the listing, then watches from R+1 until something breaks.
 // listed reports whether the listing succeeded.
@@ -182,12 +185,15 @@ func (c *Client) session() (listed bool, err error) {
 			}
 			c.apply(ups, false, applied, SourceLive)
 		}
-		// Ask for progress, with jitter so a flip reaching thousands of
-		// instances does not come back as a burst, while some watch has
-		// delivered more than another.
+		// While some watch has delivered more than another, ask for
+		// progress: after the change's own fan-out (a flip reaching
+		// thousands of instances takes tens of milliseconds, and a thousand
+		// progress requests inside it would slow its tail) and before the
+		// registry's ack (debounceMin), jittered so they do not arrive as
+		// one burst.
 		switch behind := slices.Max(through[:]) > applied; {
 		case behind && !asking:
-			progress.Reset(rand.N(debounceMin / 2))
+			progress.Reset(progressDelay + rand.N(debounceMin-progressDelay))
 			asking = true
 		case !behind && asking:
 			progress.Stop()
