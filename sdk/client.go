@@ -259,7 +259,8 @@ func (c *Client) LimitRules() map[string]*wire.LimitRule {
 
 // OnChange registers fn to be called after every applied change of a
 // switch or limit rule, on the client's watch goroutine, in order. fn must
-// not block. The returned function unregisters it.
+// not block and must not call Close (which waits for that goroutine). The
+// returned function unregisters it.
 func (c *Client) OnChange(fn func(Change)) (cancel func()) {
 	l := &listener{fn: fn}
 	c.mu.Lock()
