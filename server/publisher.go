@@ -53,7 +53,26 @@ type Publisher struct {
 	// before its caller began to wait still gets its receipt.
 	published map[entityKey]publication
 	leading   bool
+
+	// retry paces entities whose publish failed (drain goroutine only).
+	retry map[entityKey]entityRetry
+	now   func() time.Time
 }
+
+// entityRetry is the pause before an entity whose publish failed is tried
+// again: entityRetryMin, doubling up to entityRetryMax, so a change etcd
+// keeps refusing costs a log line a minute rather than four a second. A
+// newer change of the entity is tried at once.
+type entityRetry struct {
+	upTo int64 // newest outbox row of the failed attempt
+	at   time.Time
+	wait time.Duration
+}
+
+const (
+	entityRetryMin = time.Second
+	entityRetryMax = time.Minute
+)
 
 type publication struct{ upTo, rev int64 }
 
@@ -88,6 +107,7 @@ func NewPublisher(db *gorm.DB, kv KV, c PublisherConfig) *Publisher {
 	return &Publisher{
 		db: db, kv: kv, ns: c.Namespace, log: c.Logger, metrics: c.Metrics, wait: c.Wait,
 		kick: make(chan struct{}, 1), waiters: map[int64]waiter{}, published: map[entityKey]publication{},
+		retry: map[entityKey]entityRetry{}, now: time.Now,
 	}
 }
 
@@ -174,9 +194,10 @@ const drainBatch = 200
 
 // Drain publishes every pending outbox row under the fence, oldest first.
 // A failure that concerns one entity only (see entityError) leaves that
-// entity's rows in the outbox for the next drain and does not hold back the
-// other entities; the drain then returns the joined entity errors. Any other
-// failure (lost leadership, etcd or the database unreachable) stops it.
+// entity's rows in the outbox and does not hold back the other entities;
+// the drain then returns the joined entity errors, and the entity is tried
+// again after a growing pause (see entityRetry). Any other failure (lost
+// leadership, etcd or the database unreachable) stops the drain.
 func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 	var (
 		after  int64
@@ -205,10 +226,13 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 			newest[k] = r
 		}
 		for _, k := range order {
+			r := newest[k]
+			if rt, ok := p.retry[k]; ok && r.ID <= rt.upTo && p.now().Before(rt.at) {
+				blocked[k] = true // pausing after a failure
+			}
 			if blocked[k] {
 				continue
 			}
-			r := newest[k]
 			rev, err := p.publish(ctx, f, k)
 			if err != nil {
 				p.metrics.PublishErrors.Inc()
@@ -217,9 +241,11 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 					return err
 				}
 				blocked[k] = true
+				p.backOff(k, r.ID)
 				failed = append(failed, err)
 				continue
 			}
+			delete(p.retry, k)
 			if err := p.db.WithContext(ctx).Where("kind = ? AND app = ? AND name = ? AND id <= ?", k.kind, k.app, k.name, r.ID).
 				Delete(&outboxRow{}).Error; err != nil {
 				return fmt.Errorf("server: clear outbox: %w", err)
@@ -237,6 +263,14 @@ func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 		p.metrics.OutboxDepth.Set(float64(depth))
 	}
 	return errors.Join(failed...)
+}
+
+// backOff schedules the next attempt of an entity whose publish failed.
+func (p *Publisher) backOff(k entityKey, upTo int64) {
+	rt := p.retry[k]
+	rt.wait = min(max(2*rt.wait, entityRetryMin), entityRetryMax)
+	rt.upTo, rt.at = upTo, p.now().Add(rt.wait)
+	p.retry[k] = rt
 }
 
 // entityError is a publish failure of one entity that says nothing about

@@ -151,11 +151,28 @@ func TestDrainSkipsFailingEntity(t *testing.T) {
 		t.Fatalf("outbox after the drain: %s", got)
 	}
 
-	// Fixed by a new change, the entity is published at its newest state.
+	// A failed entity is tried again after a pause that doubles, not on
+	// every drain.
+	now := time.Now()
+	pub.now = func() time.Time { return now }
+	if err := pub.Drain(ctx, fence); err != nil {
+		t.Fatalf("drain within the pause retried: %v", err)
+	}
+	now = now.Add(entityRetryMin)
+	if err := pub.Drain(ctx, fence); err == nil || !strings.Contains(err.Error(), "trigger checkout/cpu") {
+		t.Fatalf("drain after the pause: %v", err)
+	}
+	now = now.Add(entityRetryMin)
+	if err := pub.Drain(ctx, fence); err != nil {
+		t.Fatalf("the second pause did not double: %v", err)
+	}
+
+	// Fixed by a new change, the entity is published at once at its newest
+	// state (its pause is for the failed change only).
 	if _, _, err := svc.PatchSwitch(ctx, admin, "checkout", "big", SwitchPatch{Reason: "shrink", Fallback: ptr(json.RawMessage(`{"items":[]}`))}); err != nil {
 		t.Fatal(err)
 	}
-	if err := pub.Drain(ctx, fence); err == nil || strings.Contains(err.Error(), "big") {
+	if err := pub.Drain(ctx, fence); err != nil {
 		t.Fatalf("second drain: %v", err)
 	}
 	if w := get("checkout", "big"); w == nil || w.Version != 2 || string(w.Fallback) != `{"items":[]}` {
@@ -169,6 +186,7 @@ func TestDrainSkipsFailingEntity(t *testing.T) {
 	if _, err := cli.Put(ctx, wire.SwitchKey("default", "checkout", "ghost"), `{}`); err != nil {
 		t.Fatal(err)
 	}
+	now = now.Add(entityRetryMax)
 	if repairs, err := pub.Reconcile(ctx, fence); len(repairs) != 1 || err == nil {
 		t.Fatalf("reconcile with a pending entity: %v %v", repairs, err)
 	}
