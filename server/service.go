@@ -73,13 +73,15 @@ func mapDBError(err error) error {
 		return ErrNotFound
 	case errors.Is(err, gorm.ErrDuplicatedKey), strings.Contains(err.Error(), "UNIQUE constraint failed"):
 		return ErrAlreadyExists
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return err
+	case errors.Is(err, context.Canceled):
+		return err // the caller went away; nobody reads the answer
 	}
+	// Including context.DeadlineExceeded: a database that does not answer
+	// within the request's time is unavailable to it.
 	return unavailable(err)
 }
 
-func unavailable(err error) error { return fmt.Errorf("%w: %v", ErrUnavailable, err) }
+func unavailable(err error) error { return fmt.Errorf("%w: %w", ErrUnavailable, err) }
 
 // change is one audited, published mutation.
 type change struct {

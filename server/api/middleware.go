@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -40,6 +41,20 @@ func requestID(c *gin.Context) {
 	c.Set(ctxRequestID, id)
 	c.Header("X-Request-ID", id)
 	c.Next()
+}
+
+// deadline bounds the request's context by d (0: unbounded).
+func deadline(d time.Duration) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if d <= 0 {
+			c.Next()
+			return
+		}
+		ctx, cancel := context.WithTimeout(c.Request.Context(), d)
+		defer cancel()
+		c.Request = c.Request.WithContext(ctx)
+		c.Next()
+	}
 }
 
 // logFailures logs the cause of every 5xx answer: the problem document

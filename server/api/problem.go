@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -63,8 +64,12 @@ func ProblemFor(err error) Problem {
 			p.Field = ee.Field
 		}
 		return p
+	case errors.Is(err, server.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded):
+		// The deadline may have struck while a commit was under way.
+		return Problem{Type: "/problems/unavailable", Title: "Database did not answer in time", Status: http.StatusServiceUnavailable,
+			Detail: "the database did not answer within the request timeout; read the current state (versions tell) before retrying a change"}
 	case errors.Is(err, server.ErrUnavailable):
-		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "the change was not made; retry when the database is back"}
+		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "nothing was changed; retry when the database is back"}
 	}
 	return Problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError}
 }

@@ -29,6 +29,7 @@ type Config struct {
 	EmbeddedEtcdPeer  string        // --embedded-etcd-peer-url / SWITCHYARD_EMBEDDED_ETCD_PEER_URL
 	ReconcileInterval time.Duration // --reconcile-interval / SWITCHYARD_RECONCILE_INTERVAL
 	PublishWait       time.Duration // --publish-wait / SWITCHYARD_PUBLISH_WAIT
+	RequestTimeout    time.Duration // --request-timeout / SWITCHYARD_REQUEST_TIMEOUT
 	ShutdownTimeout   time.Duration // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
 	ConsoleID         string        // --id / SWITCHYARD_CONSOLE_ID; default hostname/listen-address
 	// TrustedProxies are the addresses (IPs or CIDRs) whose X-Forwarded-For
@@ -47,6 +48,7 @@ func DefaultConfig() Config {
 		EmbeddedEtcdPeer:  "http://127.0.0.1:2380",
 		ReconcileInterval: 30 * time.Second,
 		PublishWait:       time.Second,
+		RequestTimeout:    15 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
 	}
 }
@@ -63,6 +65,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer-url", c.EmbeddedEtcdPeer, "peer URL of the embedded etcd")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "period of the database/etcd reconciliation")
 	fs.DurationVar(&c.PublishWait, "publish-wait", c.PublishWait, "how long a change waits for its etcd publication before answering")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long an API request may wait for the database before it answers 503")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 	fs.StringVar(&c.ConsoleID, "id", c.ConsoleID, "this console's name in the leader election")
 	envconf.ListVar(fs, &c.TrustedProxies, "trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)")
@@ -83,6 +86,7 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	e.List("SWITCHYARD_TRUSTED_PROXIES", &c.TrustedProxies)
 	e.Duration("SWITCHYARD_RECONCILE_INTERVAL", &c.ReconcileInterval)
 	e.Duration("SWITCHYARD_PUBLISH_WAIT", &c.PublishWait)
+	e.Duration("SWITCHYARD_REQUEST_TIMEOUT", &c.RequestTimeout)
 	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
 	return e.Err()
 }
@@ -113,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PublishWait <= 0 || c.PublishWait > 30*time.Second {
 		errs = append(errs, errors.New("publish-wait: must be between 1ns and 30s"))
+	}
+	if c.RequestTimeout <= c.PublishWait || c.RequestTimeout > 5*time.Minute {
+		errs = append(errs, errors.New("request-timeout: must be longer than publish-wait and at most 5m"))
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, errors.New("SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters"))

@@ -108,6 +108,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
+	// Handlers pass the gin context on as a context.Context: let it carry
+	// the request's cancellation and deadline (see api.Config.RequestTimeout).
+	c.Engine.ContextWithFallback = true
 	c.Engine.Use(gin.Recovery())
 	// Client addresses go into audit events: believe X-Forwarded-For only
 	// from configured proxies.
@@ -119,7 +122,8 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log})
+	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log,
+		RequestTimeout: cfg.RequestTimeout})
 	for _, m := range mounts {
 		m(c.Engine, c)
 	}

@@ -180,6 +180,58 @@ func TestDatabaseDown(t *testing.T) {
 	mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 503)
 }
 
+// TestHungDatabase: a database that stops answering (here: a lock held by
+// another session) turns API requests into 503 within the request timeout
+// instead of requests that hang, and a timed-out change leaves nothing
+// behind.
+func TestHungDatabase(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(func(cfg *console.Config) { cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, time.Second })
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"s","level":"L3","reason":"seed"}`), 201)
+	auditCount := func() (n int64) {
+		t.Helper()
+		if err := c.DB.Table("audit_events").Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	events := auditCount()
+
+	locker, err := sql.Open("pgx", e.pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	tx, err := locker.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec("LOCK TABLE switches IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	for _, req := range [][3]string{
+		{"GET", "/api/v1/apps/checkout/switches", ""},
+		{"POST", "/api/v1/apps/checkout/switches", `{"name":"t","level":"L3","reason":"during the lock"}`},
+		{"POST", "/api/v1/apps/checkout/switches/s/on", `{"reason":"during the lock"}`},
+	} {
+		r := call(t, c, req[0], req[1], adminToken, req[2])
+		if r.Status != 503 || r.str("title") != "Database did not answer in time" {
+			t.Fatalf("%s %s with the table locked: %d %s", req[0], req[1], r.Status, r.Raw)
+		}
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	r := mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/switches", adminToken, ""), 200)
+	if strings.Contains(r.Raw, `"name":"t"`) || strings.Contains(r.Raw, `"state":"on"`) {
+		t.Fatalf("a timed-out change was written: %s", r.Raw)
+	}
+	if got := auditCount(); got != events {
+		t.Fatalf("audit events %d after timed-out changes, want %d", got, events)
+	}
+}
+
 // TestLeaderCrash: a leader that vanishes without resigning (its etcd
 // connection dies, so its lease stops being renewed) is replaced once the
 // session TTL runs out, and the new leader publishes.
