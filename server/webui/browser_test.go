@@ -2,9 +2,14 @@ package webui_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -272,4 +277,83 @@ func TestBrowser(t *testing.T) {
 		}
 		t.Logf("on at 100 %% in %d clicks plus typing the reason", op.clicks)
 	})
+}
+
+// restartingLB is a load balancer in front of the console that can drop the
+// open event streams and answer the next few with 502, as while a console
+// replica restarts.
+type restartingLB struct {
+	proxy *httputil.ReverseProxy
+
+	mu      sync.Mutex
+	fail    int
+	streams []context.CancelFunc
+}
+
+func (lb *restartingLB) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/ui/events" {
+		lb.proxy.ServeHTTP(w, r)
+		return
+	}
+	lb.mu.Lock()
+	if lb.fail > 0 {
+		lb.fail--
+		lb.mu.Unlock()
+		http.Error(w, "console restarting", http.StatusBadGateway)
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	lb.streams = append(lb.streams, cancel)
+	lb.mu.Unlock()
+	lb.proxy.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// restart drops every open event stream and fails the next n with 502.
+func (lb *restartingLB) restart(n int) {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	lb.fail = n
+	for _, cancel := range lb.streams {
+		cancel()
+	}
+	lb.streams = nil
+}
+
+// TestBrowserLiveAfterOutage: when the event stream's reconnect meets an
+// error status, the page opens a new stream and catches up with what
+// changed meanwhile instead of going quiet for good.
+func TestBrowserLiveAfterOutage(t *testing.T) {
+	root := browser(t)
+	c := startConsole(t)
+	ctx := context.Background()
+	target, _ := url.Parse(c.URL())
+	lb := &restartingLB{proxy: httputil.NewSingleHostReverseProxy(target)}
+	front := httptest.NewServer(lb)
+	t.Cleanup(front.Close)
+	for _, name := range []string{"during", "after"} {
+		if _, _, err := c.Service.CreateSwitch(ctx, admin, "checkout", server.SwitchInput{Name: name, Level: wire.L3, Reason: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSession(t, root, c)
+	s.base = front.URL
+	s.signIn("admin", bootstrapToken)
+	live := chromedp.Poll[chromedp.Void](`document.getElementById("live-status").textContent === "● live"`)
+	s.do("the stream is open", live)
+	s.eval(`window.__noReload = "still here"; ""`)
+
+	lb.restart(2)
+	s.do("the page notices the outage", chromedp.Poll[chromedp.Void](`document.getElementById("live-status").textContent !== "● live"`))
+	if _, _, err := c.Service.TurnOn(ctx, admin, "checkout", "during", server.Toggle{Reason: "while the stream was down"}); err != nil {
+		t.Fatal(err)
+	}
+	s.do("the change made during the outage shows", live, chromedp.Poll[chromedp.Void](`document.getElementById("on-checkout-during") !== null`))
+
+	if _, _, err := c.Service.TurnOn(ctx, admin, "checkout", "after", server.Toggle{Reason: "after the outage"}); err != nil {
+		t.Fatal(err)
+	}
+	s.do("a later change shows live", chromedp.Poll[chromedp.Void](`document.getElementById("on-checkout-after") !== null`))
+	if s.eval(`window.__noReload || ""`) != "still here" {
+		t.Error("the page was reloaded")
+	}
 }

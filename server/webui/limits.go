@@ -192,11 +192,18 @@ func (h *handler) saveLimit(c *gin.Context) {
 	}
 	data := map[string]any{"App": app, "Params": limitParams, "Values": vals}
 	p.Data = data
+	version := fp.int64Ptr("version")
+	if version != nil {
+		// Editing: a failed save shows this rule's editor again, not a
+		// create form.
+		if r, err := h.svc.GetLimit(c, app, resource); err == nil {
+			data["Rule"] = r.View()
+		}
+	}
 	if err := fp.err(); err != nil {
 		h.fail(c, "limit", p, "limit", err)
 		return
 	}
-	version := fp.int64Ptr("version")
 	var (
 		rc  server.Receipt
 		err error
@@ -209,10 +216,6 @@ func (h *handler) saveLimit(c *gin.Context) {
 			_, rc, err = h.svc.CreateLimit(c, actor(c), app, in)
 		}
 	} else {
-		r, gerr := h.svc.GetLimit(c, app, resource)
-		if gerr == nil {
-			data["Rule"] = r.View()
-		}
 		desc := fp.str("description")
 		_, rc, err = h.svc.PatchLimit(c, actor(c), app, resource, server.LimitPatch{Version: version, Reason: fp.str("reason"), Description: &desc, Fields: fields})
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,11 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 	f := h.loadFleet(c)
 	p.Data = map[string]any{"On": switchRows(on, f), "Total": len(list), "Fleet": f}
 	if ferr != nil {
+		// The row of a switch that is off by now is gone, and its error
+		// with it: show that at the top.
+		if !slices.ContainsFunc(on, func(s server.Switch) bool { return form == "off:"+s.App+"/"+s.Name }) {
+			form = "page"
+		}
 		h.fail(c, "overview", p, form, ferr)
 		return
 	}
@@ -111,15 +117,37 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 	if sw.Fallback != "" {
 		fallback = prettyJSON(sw.Fallback)
 	}
+	history := eventRows(events)
 	p.Data = map[string]any{
 		"S": sw.View(), "Applied": h.loadFleet(c).Applied(app, name, sw.Version),
-		"History": eventRows(events), "Next": next, "Fallback": fallback,
+		"History": history, "Next": next, "Fallback": fallback,
 	}
 	if ferr != nil {
+		if !detailShows(form, sw, history) {
+			form = "page"
+		}
 		h.fail(c, "switch", p, form, ferr)
 		return
 	}
 	h.render(c, status, "switch", p)
+}
+
+// detailShows says whether the detail page of sw has form on it. A form
+// that is gone (the switch is off already, the event is on an older page)
+// has its error shown at the top of the page instead.
+func detailShows(form string, sw *server.Switch, history []EventRow) bool {
+	if form == "off" {
+		return sw.State == wire.StateOn
+	}
+	if id, ok := strings.CutPrefix(form, "rollback:"); ok {
+		for _, e := range history {
+			if e.Restorable && strconv.FormatInt(e.ID, 10) == id {
+				return true
+			}
+		}
+		return false
+	}
+	return true
 }
 
 // cursor parses a paging cursor; anything but a positive id means "newest".
@@ -156,12 +184,8 @@ func (h *handler) turnOn(c *gin.Context) {
 		h.switchPage(c, 0, "on", err)
 		return
 	}
-	if needsConfirm(sw.Level, r.Percent) && c.PostForm("confirmed") != "yes" {
-		_ = c.Request.ParseForm()
-		h.render(c, http.StatusOK, "confirm", &page{
-			Title: "Confirm: turn " + app + "/" + name + " on", Nav: "switches",
-			Data: map[string]any{"S": sw.View(), "Rollout": r, "Values": c.Request.PostForm},
-		})
+	if needsConfirm(sw.Level, r.Percent) && !confirmed(c) {
+		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
 		return
 	}
 	_, rc, err := h.svc.TurnOn(c, actor(c), app, name, t)
@@ -170,6 +194,19 @@ func (h *handler) turnOn(c *gin.Context) {
 		return
 	}
 	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is on at "+percent(r.Percent)+"."+receiptNote(rc))
+}
+
+func confirmed(c *gin.Context) bool { return c.PostForm("confirmed") == "yes" }
+
+// confirm asks for a second click before a change that leaves sw on at
+// level and rollout r: it posts the same form again to the switch's action
+// with confirmed=yes.
+func (h *handler) confirm(c *gin.Context, sw *server.Switch, what, action string, level wire.Level, r wire.Rollout) {
+	_ = c.Request.ParseForm()
+	h.render(c, http.StatusOK, "confirm", &page{
+		Title: "Confirm: " + what, Nav: "switches",
+		Data: map[string]any{"S": sw.View(), "Action": switchURL(sw.App, sw.Name) + action, "Level": level, "Rollout": r, "Values": c.Request.PostForm},
+	})
 }
 
 // back is where a successful form returns to: its "back" field when that is
@@ -262,6 +299,12 @@ func (h *handler) editSwitch(c *gin.Context) {
 		h.switchPage(c, 0, "edit", err)
 		return
 	}
+	// A switch that is on and moves to L4 or L5 starts failing or queueing
+	// writes at once.
+	if sw, err := h.svc.GetSwitch(c, app, name); err == nil && sw.State == wire.StateOn && level != sw.Level && needsConfirm(level, 0) && !confirmed(c) {
+		h.confirm(c, sw, "change "+app+"/"+name+" to "+string(level)+" while it is on", "/edit", level, sw.Rollout())
+		return
+	}
 	_, rc, err := h.svc.PatchSwitch(c, actor(c), app, name, pt)
 	if err != nil {
 		h.switchPage(c, 0, "edit", err)
@@ -279,12 +322,31 @@ func (h *handler) rollback(c *gin.Context) {
 		h.switchPage(c, 0, form, errors.Join(fp.err(), &server.ValidationError{Fields: []*server.FieldError{{Field: "event", Msg: "is required"}}}))
 		return
 	}
+	if sw, after := h.restores(c, app, name, *id); after != nil && after.State == wire.StateOn && needsConfirm(after.Level, after.Rollout.Percent) && !confirmed(c) {
+		h.confirm(c, sw, "roll "+app+"/"+name+" back to its state after #"+fp.str("event"), "/rollback", after.Level, after.Rollout)
+		return
+	}
 	_, rc, err := h.svc.RollbackSwitch(c, actor(c), app, name, *id, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
 	if err != nil {
 		h.switchPage(c, 0, form, err)
 		return
 	}
 	redirect(c, switchURL(app, name), "Rolled "+app+"/"+name+" back to its state after event #"+fp.str("event")+"."+receiptNote(rc))
+}
+
+// restores returns the switch and the state that rolling it back to event
+// id restores; nil when either is unknown (the service then says why).
+func (h *handler) restores(c *gin.Context, app, name string, id int64) (*server.Switch, *server.SwitchView) {
+	sw, err := h.svc.GetSwitch(c, app, name)
+	if err != nil {
+		return nil, nil
+	}
+	events, _, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), BeforeID: id + 1, Limit: 1})
+	var v server.SwitchView
+	if err != nil || len(events) == 0 || events[0].ID != id || json.Unmarshal([]byte(events[0].After), &v) != nil {
+		return nil, nil
+	}
+	return sw, &v
 }
 
 func (h *handler) deleteSwitch(c *gin.Context) {

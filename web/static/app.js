@@ -52,11 +52,31 @@
     if (!schedule.timer) schedule.timer = setTimeout(function () { schedule.timer = null; refresh(); }, wait);
   }
 
-  if (liveURL && window.EventSource) {
+  // The browser retries a dropped stream by itself, but gives up for good
+  // when a retry gets an error status (a load balancer's 502 while a
+  // console restarts, a 503 while the database is away). Then open a new
+  // stream, backing off to 30 s, and refresh once it is back: changes made
+  // meanwhile were not announced.
+  var retry = 1000, lost = false;
+  function connect() {
     var es = new EventSource(liveURL);
     es.addEventListener("change", schedule);
-    es.onopen = function () { setStatus(true); };
-    es.onerror = function () { setStatus(false); };
+    es.onopen = function () {
+      setStatus(true);
+      retry = 1000;
+      if (lost) { lost = false; schedule(); }
+    };
+    es.onerror = function () {
+      setStatus(false);
+      lost = true;
+      if (es.readyState !== EventSource.CLOSED) return;
+      setTimeout(connect, retry);
+      retry = Math.min(retry * 2, 30000);
+    };
+  }
+
+  if (liveURL && window.EventSource) {
+    connect();
     // A region skipped while busy is refreshed once the user leaves it.
     document.addEventListener("focusout", function () { if (pending) setTimeout(refresh, 200); });
     document.addEventListener("toggle", function (e) {
