@@ -161,7 +161,7 @@ func (r Rollout) Basis() int { return int(r.Percent*100 + 0.5) }
 // Validate checks percent range and precision, stickiness and selector.
 // The error names the field relative to the rollout ("percent").
 func (r Rollout) Validate() error {
-	if r.Percent < 0 || r.Percent > 100 {
+	if !(r.Percent >= 0 && r.Percent <= 100) { // also refuses NaN
 		return &FieldError{Field: "percent", Msg: "must be between 0 and 100"}
 	}
 	if d := r.Percent*100 - float64(r.Basis()); d > 1e-6 || d < -1e-6 {

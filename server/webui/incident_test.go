@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -134,4 +135,25 @@ func TestIncidentEdges(t *testing.T) {
 			t.Fatalf("turn-off labels: %v", seen)
 		}
 	})
+}
+
+// TestAuditUntilIncludesItsMinute: the browser's date-time picker sends
+// minutes; "until 14:05" must include the events of 14:05:xx, and a bare
+// date the whole day.
+func TestAuditUntilIncludesItsMinute(t *testing.T) {
+	c := startConsole(t)
+	if _, _, err := c.Service.CreateSwitch(context.Background(), admin, "checkout", server.SwitchInput{Name: "just-now", Level: wire.L3, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	cl := newClient(t, c)
+	cl.signIn("admin", bootstrapToken)
+	for _, until := range []string{now.Format("2006-01-02T15:04"), now.Format("2006-01-02")} {
+		if _, body := cl.get("/ui/audit?until=" + url.QueryEscape(until)); !strings.Contains(body, "switch/checkout/just-now") {
+			t.Errorf("until=%s leaves out an event of that minute or day", until)
+		}
+	}
+	if _, body := cl.get("/ui/audit?until=" + url.QueryEscape(now.Add(-2*time.Minute).Format("2006-01-02T15:04"))); strings.Contains(body, "switch/checkout/just-now") {
+		t.Error("until two minutes ago shows the event of now")
+	}
 }

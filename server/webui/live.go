@@ -46,8 +46,10 @@ func (h *hub) run() {
 	go h.pollAudit(ctx)
 	for ctx.Err() == nil {
 		if resp, err := h.etcd.Get(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
-			wch := h.etcd.Watch(clientv3.WithRequireLeader(ctx), h.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1))
-			for wr := range wch {
+			// Each attempt's watch is cancelled when it breaks, so a
+			// re-watch does not leave the old stream behind.
+			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+			for wr := range h.etcd.Watch(wctx, h.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
 				if wr.Err() != nil {
 					break
 				}
@@ -55,6 +57,7 @@ func (h *hub) run() {
 					h.publish()
 				}
 			}
+			cancel()
 		}
 		select {
 		case <-ctx.Done():

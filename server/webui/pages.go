@@ -43,7 +43,8 @@ func (h *handler) instances(c *gin.Context) {
 }
 
 // auditQuery reads the audit filters; times are datetime-local values in
-// UTC or RFC 3339.
+// UTC or RFC 3339. An "until" given to the minute (what the browser's
+// picker sends) or to the day includes that whole minute or day.
 func auditQuery(c *gin.Context) (audit.Filter, map[string]string) {
 	f := audit.Filter{Target: strings.TrimSpace(c.Query("target")), Actor: strings.TrimSpace(c.Query("actor")), Action: strings.TrimSpace(c.Query("action")), Limit: 50}
 	errs := map[string]string{}
@@ -52,8 +53,14 @@ func auditQuery(c *gin.Context) (audit.Filter, map[string]string) {
 		if s == "" {
 			return
 		}
-		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
-			if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+		for _, l := range []struct {
+			layout string
+			span   time.Duration // what the value stands for beyond its instant
+		}{{time.RFC3339, 0}, {"2006-01-02T15:04:05", time.Second}, {"2006-01-02T15:04", time.Minute}, {"2006-01-02", 24 * time.Hour}} {
+			if t, err := time.ParseInLocation(l.layout, s, time.UTC); err == nil {
+				if name == "until" {
+					t = t.Add(l.span) // audit.Filter.Until is exclusive
+				}
 				*dst = t
 				return
 			}
