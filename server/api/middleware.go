@@ -43,10 +43,15 @@ func requestID(c *gin.Context) {
 	c.Next()
 }
 
-// deadline bounds the request's context by d (0: unbounded).
-func deadline(d time.Duration) gin.HandlerFunc {
+// Deadline bounds every request's context by d, so a database that stops
+// answering (a lock held, a network black hole) turns into a 503 instead
+// of a request that hangs; 0 leaves requests unbounded. Event streams
+// (Accept: text/event-stream) are long-lived by design and exempt. The
+// engine must have ContextWithFallback set for handlers that use the gin
+// context as their context.Context to see the deadline.
+func Deadline(d time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if d <= 0 {
+		if d <= 0 || strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
 			c.Next()
 			return
 		}

@@ -109,9 +109,10 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
 	// Handlers pass the gin context on as a context.Context: let it carry
-	// the request's cancellation and deadline (see api.Config.RequestTimeout).
+	// the request's cancellation and its deadline (api.Deadline), for the
+	// API and the web UI alike.
 	c.Engine.ContextWithFallback = true
-	c.Engine.Use(gin.Recovery())
+	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
 	// Client addresses go into audit events: believe X-Forwarded-For only
 	// from configured proxies.
 	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -122,8 +123,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log,
-		RequestTimeout: cfg.RequestTimeout})
+	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log})
 	for _, m := range mounts {
 		m(c.Engine, c)
 	}

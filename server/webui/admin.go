@@ -18,7 +18,7 @@ func (h *handler) adminPage(c *gin.Context) { h.admin(c, http.StatusOK, "", nil,
 func (h *handler) admin(c *gin.Context, status int, form string, err error, extra map[string]any) {
 	p := &page{Title: "Admin", Nav: "admin"}
 	if !isAdmin(c) {
-		h.render(c, http.StatusForbidden, "forbidden", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
+		h.render(c, http.StatusForbidden, "message", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
 		return
 	}
 	users, uerr := h.svc.ListUsers(c)

@@ -2,6 +2,7 @@ package webui
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -45,6 +46,10 @@ func failureOf(err error) failure {
 		f.Msg = "Not found: " + p.Detail
 	case http.StatusServiceUnavailable:
 		f.Msg = "The database is unavailable; nothing was changed. Retry when it is back."
+		if errors.Is(err, context.DeadlineExceeded) {
+			// It may have struck during a commit: do not promise nothing changed.
+			f.Msg = "The database did not answer in time. Check the current state before you retry."
+		}
 	default:
 		f.Msg = "Internal error; nothing was changed."
 	}
@@ -66,6 +71,11 @@ func (h *handler) fail(c *gin.Context, name string, p *page, form string, err er
 	if p.Values == nil {
 		_ = c.Request.ParseForm()
 		p.Values = c.Request.PostForm
+	}
+	if form == "page" && p.Data == nil {
+		// The page's own data could not be read (the database is away):
+		// say so on a plain page rather than render the page without it.
+		name = "message"
 	}
 	h.render(c, f.Status, name, p)
 }

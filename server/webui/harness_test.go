@@ -38,8 +38,9 @@ type fastClock struct{}
 
 func (fastClock) Nanotime() int64 { return limit.SystemClock.Nanotime() * 1000 }
 
-// startConsoleWith is startConsole with web UI options.
-func startConsoleWith(t testing.TB, o webui.Options) *console.Console {
+// startConsoleWith is startConsole with web UI options and changes to the
+// console's configuration.
+func startConsoleWith(t testing.TB, o webui.Options, mod ...func(*console.Config)) *console.Console {
 	t.Helper()
 	pg := pgtest.NewDatabase(t)
 	etcd := etcdtest.Start(t)
@@ -47,6 +48,9 @@ func startConsoleWith(t testing.TB, o webui.Options) *console.Console {
 	cfg.Listen, cfg.DataDir, cfg.DatabaseURL = "127.0.0.1:0", t.TempDir(), pg
 	cfg.EtcdEndpoints, cfg.BootstrapToken = []string{etcd.Endpoint}, bootstrapToken
 	cfg.ReconcileInterval = time.Second
+	for _, m := range mod {
+		m(&cfg)
+	}
 	c, err := console.Start(context.Background(), cfg, nil, webui.MountWith(o))
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package webui_test
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"net/url"
@@ -13,6 +14,8 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/webui"
 )
 
 // TestIncidentEdges covers what operators meet during an incident: races on
@@ -155,5 +158,58 @@ func TestAuditUntilIncludesItsMinute(t *testing.T) {
 	}
 	if _, body := cl.get("/ui/audit?until=" + url.QueryEscape(now.Add(-2*time.Minute).Format("2006-01-02T15:04"))); strings.Contains(body, "switch/checkout/just-now") {
 		t.Error("until two minutes ago shows the event of now")
+	}
+}
+
+// TestHungDatabasePages: with the switches table locked by another
+// session, a page answers 503 with a message within the request timeout
+// instead of hanging, while an open event stream outlives that timeout and
+// still delivers changes.
+func TestHungDatabasePages(t *testing.T) {
+	c := startConsoleWith(t, webui.Options{Clock: fastClock{}}, func(cfg *console.Config) {
+		cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, time.Second
+	})
+	cl := newClient(t, c)
+	cl.signIn("admin", bootstrapToken)
+
+	req, _ := http.NewRequest("GET", c.URL()+"/ui/events", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	stream, err := cl.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	changes := make(chan struct{}, 16)
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+			if sc.Text() == "event: change" {
+				changes <- struct{}{}
+			}
+		}
+		close(changes)
+	}()
+
+	tx := c.DB.Begin() // another session holding a lock
+	if err := tx.Exec("LOCK TABLE switches IN ACCESS EXCLUSIVE MODE").Error; err != nil {
+		t.Fatal(err)
+	}
+	status, body := cl.get("/ui/switches")
+	tx.Rollback()
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "did not answer in time") {
+		t.Fatalf("switch list with the table locked: %d\n%.3000s", status, body)
+	}
+
+	// The stream has now been open longer than the request timeout.
+	if _, _, err := c.Service.CreateSwitch(context.Background(), admin, "checkout", server.SwitchInput{Name: "after-lock", Level: wire.L3, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case _, ok := <-changes:
+		if !ok {
+			t.Fatal("the event stream ended at the request timeout")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no change event within 10 s")
 	}
 }
