@@ -65,7 +65,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer-url", c.EmbeddedEtcdPeer, "peer URL of the embedded etcd")
 	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "period of the database/etcd reconciliation")
 	fs.DurationVar(&c.PublishWait, "publish-wait", c.PublishWait, "how long a change waits for its etcd publication before answering")
-	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long an API request may wait for the database before it answers 503")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a request (API or web page) may wait for the database before it answers 503 (event streams are exempt)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 	fs.StringVar(&c.ConsoleID, "id", c.ConsoleID, "this console's name in the leader election")
 	envconf.ListVar(fs, &c.TrustedProxies, "trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)")
