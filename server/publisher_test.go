@@ -84,15 +84,7 @@ func lead(t *testing.T, cli *clientv3.Client) (*concurrency.Election, Fence) {
 // the drain.
 func TestDrainSkipsFailingEntity(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
-	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := openDB(t, pgtest.NewDatabase(t))
 	ctx := context.Background()
 	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
 	svc := NewService(db, nil)
@@ -140,7 +132,7 @@ func TestDrainSkipsFailingEntity(t *testing.T) {
 	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "small", Level: wire.L3, Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}
-	err = pub.Drain(ctx, fence)
+	err := pub.Drain(ctx, fence)
 	if err == nil || !strings.Contains(err.Error(), "trigger checkout/cpu") || !strings.Contains(err.Error(), "switch checkout/big") {
 		t.Fatalf("drain error should name both failing entities: %v", err)
 	}
@@ -214,15 +206,7 @@ func TestDrainSkipsFailingEntity(t *testing.T) {
 // database does not know: the reconciler leaves its etcd key alone.
 func TestReconcileKeepsUnencodableValue(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
-	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := openDB(t, pgtest.NewDatabase(t))
 	ctx := context.Background()
 	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
 	_, fence := lead(t, cli)

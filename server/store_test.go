@@ -24,18 +24,25 @@ func dialects(t *testing.T, fn func(t *testing.T, svc *Service)) {
 			if d == "postgres" {
 				url = pgtest.NewDatabase(t)
 			}
-			db, _, err := OpenDB(context.Background(), url, t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if sqlDB, err := db.DB(); err == nil {
-					sqlDB.Close()
-				}
-			})
-			fn(t, NewService(db, nil))
+			fn(t, NewService(openDB(t, url), nil))
 		})
 	}
+}
+
+// openDB opens and migrates the database at url (SQLite in a temporary
+// directory when url is empty), closed when the test ends.
+func openDB(t *testing.T, url string) *gorm.DB {
+	t.Helper()
+	db, _, err := OpenDB(context.Background(), url, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
 }
 
 var (
@@ -319,15 +326,7 @@ func TestTokens(t *testing.T) {
 // with the same SWITCHYARD_BOOTSTRAP_TOKEN both start; the token is
 // recorded once.
 func TestBootstrapTokenRace(t *testing.T) {
-	db, _, err := OpenDB(context.Background(), pgtest.NewDatabase(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := openDB(t, pgtest.NewDatabase(t))
 	const secret = "sy_shared-bootstrap-token"
 	// The other console, caught between its insert and its commit.
 	other := db.Begin()
