@@ -13,32 +13,42 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
-// RollbackSwitch restores a switch to the state recorded by audit event
-// eventID (the switch as it was right after that change), which must be a
-// change made through the API ("switch.*"; a "drift" event records the etcd
-// value, not the switch). The rollback is a new audited change with action
-// "switch.rollback"; the switch must still exist.
-func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string, eventID int64, c Change) (*Switch, Receipt, error) {
+// RollbackTarget returns the state of switch app/name recorded by audit
+// event eventID (the switch as it was right after that change), which must
+// be a change made through the API ("switch.*"; a "drift" event records the
+// etcd value, not the switch). Errors name the field "event".
+func (s *Service) RollbackTarget(ctx context.Context, app, name string, eventID int64) (*SwitchView, error) {
 	var ev audit.Event
 	err := s.db.WithContext(ctx).Where("id = ?", eventID).Take(&ev).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d does not exist", eventID))
+		return nil, invalid("event", fmt.Sprintf("audit event %d does not exist", eventID))
 	case err != nil:
-		return nil, Receipt{}, unavailable(err)
+		return nil, mapDBError(err)
 	}
 	if ev.Target != (&Switch{App: app, Name: name}).Target() {
-		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d is about %s, not this switch", eventID, ev.Target))
+		return nil, invalid("event", fmt.Sprintf("audit event %d is about %s, not this switch", eventID, ev.Target))
 	}
 	if !strings.HasPrefix(ev.Action, "switch.") {
-		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d is a %s, not a change of the switch", eventID, ev.Action))
+		return nil, invalid("event", fmt.Sprintf("audit event %d is a %s, not a change of the switch", eventID, ev.Action))
 	}
 	if ev.After == "" {
-		return nil, Receipt{}, invalid("event", fmt.Sprintf("audit event %d records no state to restore", eventID))
+		return nil, invalid("event", fmt.Sprintf("audit event %d records no state to restore", eventID))
 	}
 	var v SwitchView
 	if err := json.Unmarshal([]byte(ev.After), &v); err != nil {
-		return nil, Receipt{}, invalid("event", "recorded state is unreadable")
+		return nil, invalid("event", "recorded state is unreadable")
+	}
+	return &v, nil
+}
+
+// RollbackSwitch restores a switch to the state RollbackTarget finds in
+// audit event eventID. The rollback is a new audited change with action
+// "switch.rollback"; the switch must still exist.
+func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string, eventID int64, c Change) (*Switch, Receipt, error) {
+	v, err := s.RollbackTarget(ctx, app, name, eventID)
+	if err != nil {
+		return nil, Receipt{}, err
 	}
 	return s.updateSwitch(ctx, a, app, name, "switch.rollback", c.Reason, c.Version, func(sw *Switch) error {
 		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook

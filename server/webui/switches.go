@@ -335,18 +335,17 @@ func (h *handler) rollback(c *gin.Context) {
 }
 
 // restores returns the switch and the state that rolling it back to event
-// id restores; nil when either is unknown (the service then says why).
+// id restores; nil when either is unknown (the rollback then says why).
 func (h *handler) restores(c *gin.Context, app, name string, id int64) (*server.Switch, *server.SwitchView) {
 	sw, err := h.svc.GetSwitch(c, app, name)
 	if err != nil {
 		return nil, nil
 	}
-	events, _, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), BeforeID: id + 1, Limit: 1})
-	var v server.SwitchView
-	if err != nil || len(events) == 0 || events[0].ID != id || json.Unmarshal([]byte(events[0].After), &v) != nil {
+	v, err := h.svc.RollbackTarget(c, app, name, id)
+	if err != nil {
 		return nil, nil
 	}
-	return sw, &v
+	return sw, v
 }
 
 func (h *handler) deleteSwitch(c *gin.Context) {
