@@ -87,7 +87,7 @@ func changed(c *gin.Context, status int, key string, entity any, rc server.Recei
 }
 
 func (h *handler) ready(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c, 2*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
 	checks := gin.H{"database": "ok", "etcd": "ok"}
 	status := http.StatusOK
@@ -144,13 +144,13 @@ func queryInt(c *gin.Context, name string, max int64, v *[]*server.FieldError) i
 
 func (h *handler) listSwitches(c *gin.Context) {
 	listPage(c, "switches", func(pg server.Page) ([]server.Switch, string, error) {
-		return h.svc.SwitchPage(c, c.Param("app"), pg)
+		return h.svc.SwitchPage(c.Request.Context(), c.Param("app"), pg)
 	}, (*server.Switch).View)
 }
 
 func (h *handler) listAllSwitches(c *gin.Context) {
 	listPage(c, "switches", func(pg server.Page) ([]server.Switch, string, error) {
-		return h.svc.SwitchPage(c, "", pg)
+		return h.svc.SwitchPage(c.Request.Context(), "", pg)
 	}, (*server.Switch).View)
 }
 
@@ -159,7 +159,7 @@ func (h *handler) createSwitch(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	sw, rc, err := h.svc.CreateSwitch(c, actor(c), c.Param("app"), in)
+	sw, rc, err := h.svc.CreateSwitch(c.Request.Context(), actor(c), c.Param("app"), in)
 	if err != nil {
 		fail(c, err)
 		return
@@ -168,7 +168,7 @@ func (h *handler) createSwitch(c *gin.Context) {
 }
 
 func (h *handler) getSwitch(c *gin.Context) {
-	sw, err := h.svc.GetSwitch(c, c.Param("app"), c.Param("name"))
+	sw, err := h.svc.GetSwitch(c.Request.Context(), c.Param("app"), c.Param("name"))
 	if err != nil {
 		fail(c, err)
 		return
@@ -181,7 +181,7 @@ func (h *handler) patchSwitch(c *gin.Context) {
 	if !bind(c, &p) {
 		return
 	}
-	sw, rc, err := h.svc.PatchSwitch(c, actor(c), c.Param("app"), c.Param("name"), p)
+	sw, rc, err := h.svc.PatchSwitch(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), p)
 	if err != nil {
 		fail(c, err)
 		return
@@ -199,7 +199,7 @@ func (h *handler) toggleSwitch(on bool) gin.HandlerFunc {
 		if on {
 			turn = h.svc.TurnOn
 		}
-		sw, rc, err := turn(c, actor(c), c.Param("app"), c.Param("name"), t)
+		sw, rc, err := turn(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), t)
 		if err != nil {
 			fail(c, err)
 			return
@@ -232,7 +232,7 @@ func (h *handler) deleteSwitch(c *gin.Context) {
 	if !ok {
 		return
 	}
-	rc, err := h.svc.DeleteSwitch(c, actor(c), c.Param("app"), c.Param("name"), ch)
+	rc, err := h.svc.DeleteSwitch(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), ch)
 	if err != nil {
 		fail(c, err)
 		return
@@ -242,7 +242,7 @@ func (h *handler) deleteSwitch(c *gin.Context) {
 
 func (h *handler) listLimits(c *gin.Context) {
 	listPage(c, "limits", func(pg server.Page) ([]server.LimitRule, string, error) {
-		return h.svc.LimitPage(c, c.Param("app"), pg)
+		return h.svc.LimitPage(c.Request.Context(), c.Param("app"), pg)
 	}, (*server.LimitRule).View)
 }
 
@@ -251,7 +251,7 @@ func (h *handler) createLimit(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	r, rc, err := h.svc.CreateLimit(c, actor(c), c.Param("app"), in)
+	r, rc, err := h.svc.CreateLimit(c.Request.Context(), actor(c), c.Param("app"), in)
 	if err != nil {
 		fail(c, err)
 		return
@@ -260,7 +260,7 @@ func (h *handler) createLimit(c *gin.Context) {
 }
 
 func (h *handler) getLimit(c *gin.Context) {
-	r, err := h.svc.GetLimit(c, c.Param("app"), c.Param("resource"))
+	r, err := h.svc.GetLimit(c.Request.Context(), c.Param("app"), c.Param("resource"))
 	if err != nil {
 		fail(c, err)
 		return
@@ -273,7 +273,7 @@ func (h *handler) patchLimit(c *gin.Context) {
 	if !bind(c, &p) {
 		return
 	}
-	r, rc, err := h.svc.PatchLimit(c, actor(c), c.Param("app"), c.Param("resource"), p)
+	r, rc, err := h.svc.PatchLimit(c.Request.Context(), actor(c), c.Param("app"), c.Param("resource"), p)
 	if err != nil {
 		fail(c, err)
 		return
@@ -287,7 +287,7 @@ func (h *handler) toggleLimit(state string) gin.HandlerFunc {
 		if !bind(c, &t) {
 			return
 		}
-		r, rc, err := h.svc.SetLimitState(c, actor(c), c.Param("app"), c.Param("resource"), state, t)
+		r, rc, err := h.svc.SetLimitState(c.Request.Context(), actor(c), c.Param("app"), c.Param("resource"), state, t)
 		if err != nil {
 			fail(c, err)
 			return
@@ -301,7 +301,7 @@ func (h *handler) deleteLimit(c *gin.Context) {
 	if !ok {
 		return
 	}
-	rc, err := h.svc.DeleteLimit(c, actor(c), c.Param("app"), c.Param("resource"), ch)
+	rc, err := h.svc.DeleteLimit(c.Request.Context(), actor(c), c.Param("app"), c.Param("resource"), ch)
 	if err != nil {
 		fail(c, err)
 		return
@@ -311,7 +311,7 @@ func (h *handler) deleteLimit(c *gin.Context) {
 
 // instances lists the SDK instances registered for the app in etcd.
 func (h *handler) instances(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c, 3*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
 	defer cancel()
 	resp, err := h.etcd.Get(ctx, wire.AppPrefix(h.ns, wire.KindInstances, c.Param("app")), clientv3.WithPrefix())
 	if err != nil {
@@ -339,7 +339,7 @@ func (h *handler) listAudit(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	events, next, err := audit.List(c, h.svc.DB(), f)
+	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), f)
 	if err != nil {
 		fail(c, server.ErrUnavailable)
 		return
@@ -372,7 +372,7 @@ func auditFilter(c *gin.Context) (audit.Filter, error) {
 }
 
 func (h *handler) verifyAudit(c *gin.Context) {
-	res, err := audit.Verify(c, h.svc.DB())
+	res, err := audit.Verify(c.Request.Context(), h.svc.DB())
 	if err != nil {
 		fail(c, server.ErrUnavailable)
 		return
@@ -385,7 +385,7 @@ func (h *handler) listTokens(c *gin.Context) {
 		fail(c, server.ErrForbidden)
 		return
 	}
-	ts, err := h.svc.ListTokens(c)
+	ts, err := h.svc.ListTokens(c.Request.Context())
 	if err != nil {
 		fail(c, err)
 		return
@@ -398,7 +398,7 @@ func (h *handler) createToken(c *gin.Context) {
 	if !bind(c, &in) {
 		return
 	}
-	secret, t, err := h.svc.CreateToken(c, actor(c), in)
+	secret, t, err := h.svc.CreateToken(c.Request.Context(), actor(c), in)
 	if err != nil {
 		fail(c, err)
 		return
@@ -416,7 +416,7 @@ func (h *handler) revokeToken(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := h.svc.RevokeToken(c, actor(c), id, ch); err != nil {
+	if err := h.svc.RevokeToken(c.Request.Context(), actor(c), id, ch); err != nil {
 		fail(c, err)
 		return
 	}

@@ -46,9 +46,9 @@ func requestID(c *gin.Context) {
 // Deadline bounds every request's context by d, so a database that stops
 // answering (a lock held, a network black hole) turns into a 503 instead
 // of a request that hangs; 0 leaves requests unbounded. Event streams
-// (Accept: text/event-stream) are long-lived by design and exempt. The
-// engine must have ContextWithFallback set for handlers that use the gin
-// context as their context.Context to see the deadline.
+// (Accept: text/event-stream) are long-lived by design and exempt.
+// Handlers see the deadline in c.Request.Context(), which is what they
+// pass on.
 func Deadline(d time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if d <= 0 || strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
@@ -119,7 +119,7 @@ func authenticate(svc *server.Service) gin.HandlerFunc {
 			fail(c, server.ErrUnauthorized)
 			return
 		}
-		a, err := svc.Authenticate(c, strings.TrimSpace(secret))
+		a, err := svc.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
 		if err != nil {
 			fail(c, err)
 			return

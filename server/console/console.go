@@ -108,10 +108,9 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
-	// Handlers pass the gin context on as a context.Context: let it carry
-	// the request's cancellation and its deadline (api.Deadline), for the
-	// API and the web UI alike.
-	c.Engine.ContextWithFallback = true
+	// Every request's context carries its deadline (api.Deadline), for the
+	// API and the web UI alike; handlers pass c.Request.Context() on, never
+	// the pooled gin context (a database goroutine may outlive the request).
 	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
 	// Client addresses go into audit events: believe X-Forwarded-For only
 	// from configured proxies.

@@ -186,7 +186,7 @@ func TestDatabaseDown(t *testing.T) {
 // behind.
 func TestHungDatabase(t *testing.T) {
 	e := newEnv(t)
-	c := e.start(func(cfg *console.Config) { cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, time.Second })
+	c := e.start(func(cfg *console.Config) { cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, 2*time.Second })
 	waitLeader(t, c)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"s","level":"L3","reason":"seed"}`), 201)
 	auditCount := func() (n int64) {

@@ -21,8 +21,8 @@ func (h *handler) admin(c *gin.Context, status int, form string, err error, extr
 		h.render(c, http.StatusForbidden, "message", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
 		return
 	}
-	users, uerr := h.svc.ListUsers(c)
-	tokens, terr := h.svc.ListTokens(c)
+	users, uerr := h.svc.ListUsers(c.Request.Context())
+	tokens, terr := h.svc.ListTokens(c.Request.Context())
 	data := map[string]any{"Users": users, "Tokens": tokens}
 	for k, v := range extra {
 		data[k] = v
@@ -50,7 +50,7 @@ func (h *handler) createUser(c *gin.Context) {
 		Username: fp.str("username"), Password: c.PostForm("password"), Role: server.Role(fp.str("role")),
 		Apps: fp.list("apps"), Reason: fp.str("reason"),
 	}
-	u, err := h.svc.CreateUser(c, actor(c), in)
+	u, err := h.svc.CreateUser(c.Request.Context(), actor(c), in)
 	if err != nil {
 		h.admin(c, 0, "newuser", err, nil)
 		return
@@ -68,7 +68,7 @@ func (h *handler) updateUser(c *gin.Context) {
 	if pw := c.PostForm("password"); pw != "" {
 		pt.Password = &pw
 	}
-	if _, err := h.svc.UpdateUser(c, actor(c), name, pt); err != nil {
+	if _, err := h.svc.UpdateUser(c.Request.Context(), actor(c), name, pt); err != nil {
 		h.admin(c, 0, "user:"+name, err, nil)
 		return
 	}
@@ -78,7 +78,7 @@ func (h *handler) updateUser(c *gin.Context) {
 func (h *handler) createToken(c *gin.Context) {
 	fp := &formParser{c: c}
 	in := server.TokenInput{Name: fp.str("name"), Role: server.Role(fp.str("role")), Apps: fp.list("apps"), Reason: fp.str("reason")}
-	secret, t, err := h.svc.CreateToken(c, actor(c), in)
+	secret, t, err := h.svc.CreateToken(c.Request.Context(), actor(c), in)
 	if err != nil {
 		h.admin(c, 0, "newtoken", err, nil)
 		return
@@ -94,7 +94,7 @@ func (h *handler) revokeToken(c *gin.Context) {
 		h.admin(c, 0, "token:"+c.Param("id"), &server.ValidationError{Fields: []*server.FieldError{{Field: "id", Msg: "must be an integer"}}}, nil)
 		return
 	}
-	if err := h.svc.RevokeToken(c, actor(c), id, server.Change{Reason: fp.str("reason")}); err != nil {
+	if err := h.svc.RevokeToken(c.Request.Context(), actor(c), id, server.Change{Reason: fp.str("reason")}); err != nil {
 		h.admin(c, 0, "token:"+c.Param("id"), err, nil)
 		return
 	}
@@ -113,7 +113,7 @@ func (h *handler) changePassword(c *gin.Context) {
 		return
 	}
 	u := c.MustGet(ctxUser).(*server.User)
-	if err := h.svc.ChangeOwnPassword(c, actor(c), c.PostForm("current"), c.PostForm("password")); err != nil {
+	if err := h.svc.ChangeOwnPassword(c.Request.Context(), actor(c), c.PostForm("current"), c.PostForm("password")); err != nil {
 		p.Values = url.Values{} // never echo passwords
 		h.fail(c, "account", p, "password", err)
 		return

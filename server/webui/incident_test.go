@@ -167,7 +167,7 @@ func TestAuditUntilIncludesItsMinute(t *testing.T) {
 // still delivers changes.
 func TestHungDatabasePages(t *testing.T) {
 	c := startConsoleWith(t, webui.Options{Clock: fastClock{}}, func(cfg *console.Config) {
-		cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, time.Second
+		cfg.PublishWait, cfg.RequestTimeout = 200*time.Millisecond, 5*time.Second // room for a bcrypt sign-in under -race
 	})
 	cl := newClient(t, c)
 	cl.signIn("admin", bootstrapToken)

@@ -66,7 +66,7 @@ func limitURL(app, resource string) string {
 func (h *handler) limitList(c *gin.Context) {
 	app := c.Query("app")
 	p := &page{Title: "Limit rules", Nav: "limits"}
-	list, err := h.svc.ListLimits(c, app)
+	list, err := h.svc.ListLimits(c.Request.Context(), app)
 	if err != nil {
 		h.fail(c, "limits", p, "page", err)
 		return
@@ -103,7 +103,7 @@ func (h *handler) limitPage(c *gin.Context) {
 	p := &page{Title: "New limit rule", Nav: "limits"}
 	data := map[string]any{"App": app, "Params": limitParams, "Values": map[string]string{"kind": wire.KindTokenBucket, "mode": wire.ModeEnforce, "scope": wire.ScopeInstance}}
 	if resource != "" {
-		r, err := h.svc.GetLimit(c, app, resource)
+		r, err := h.svc.GetLimit(c.Request.Context(), app, resource)
 		if err != nil {
 			p.Data = data
 			h.fail(c, "limit", p, "page", err)
@@ -196,7 +196,7 @@ func (h *handler) saveLimit(c *gin.Context) {
 	if version != nil {
 		// Editing: a failed save shows this rule's editor again, not a
 		// create form.
-		if r, err := h.svc.GetLimit(c, app, resource); err == nil {
+		if r, err := h.svc.GetLimit(c.Request.Context(), app, resource); err == nil {
 			data["Rule"] = r.View()
 		}
 	}
@@ -213,11 +213,11 @@ func (h *handler) saveLimit(c *gin.Context) {
 		fields["resource"] = mustJSON(resource)
 		if err = server.DecodeStrict(mustJSON(fields), &in.LimitRule); err == nil {
 			in.Description, in.Reason = fp.str("description"), fp.str("reason")
-			_, rc, err = h.svc.CreateLimit(c, actor(c), app, in)
+			_, rc, err = h.svc.CreateLimit(c.Request.Context(), actor(c), app, in)
 		}
 	} else {
 		desc := fp.str("description")
-		_, rc, err = h.svc.PatchLimit(c, actor(c), app, resource, server.LimitPatch{Version: version, Reason: fp.str("reason"), Description: &desc, Fields: fields})
+		_, rc, err = h.svc.PatchLimit(c.Request.Context(), actor(c), app, resource, server.LimitPatch{Version: version, Reason: fp.str("reason"), Description: &desc, Fields: fields})
 	}
 	if err != nil {
 		h.fail(c, "limit", p, "limit", err)
@@ -232,7 +232,7 @@ func (h *handler) limitState(c *gin.Context) {
 	if state != wire.StateOn && state != wire.StateOff {
 		state = wire.StateOff
 	}
-	_, rc, err := h.svc.SetLimitState(c, actor(c), app, resource, state, server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	_, rc, err := h.svc.SetLimitState(c.Request.Context(), actor(c), app, resource, state, server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
 	if err != nil {
 		h.limitFail(c, app, resource, "state", err)
 		return
@@ -243,7 +243,7 @@ func (h *handler) limitState(c *gin.Context) {
 func (h *handler) deleteLimit(c *gin.Context) {
 	fp := &formParser{c: c}
 	app, resource := fp.str("app"), fp.str("resource")
-	rc, err := h.svc.DeleteLimit(c, actor(c), app, resource, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	rc, err := h.svc.DeleteLimit(c.Request.Context(), actor(c), app, resource, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
 	if err != nil {
 		h.limitFail(c, app, resource, "delete", err)
 		return
@@ -255,7 +255,7 @@ func (h *handler) deleteLimit(c *gin.Context) {
 func (h *handler) limitFail(c *gin.Context, app, resource, form string, err error) {
 	p := &page{Title: "Limit rule " + app + " " + resource, Nav: "limits"}
 	data := map[string]any{"App": app, "Params": limitParams, "Values": map[string]string{}}
-	if r, gerr := h.svc.GetLimit(c, app, resource); gerr == nil {
+	if r, gerr := h.svc.GetLimit(c.Request.Context(), app, resource); gerr == nil {
 		data["Rule"], data["Values"] = r.View(), limitValues(r)
 	}
 	p.Data = data

@@ -23,7 +23,7 @@ func (h *handler) instances(c *gin.Context) {
 	if app == "" {
 		app = c.Query("app")
 	}
-	f := h.loadFleet(c)
+	f := h.loadFleet(c.Request.Context())
 	apps := f.Apps()
 	if app != "" {
 		apps = []string{app}
@@ -36,7 +36,7 @@ func (h *handler) instances(c *gin.Context) {
 	}
 	var groups []group
 	for _, a := range apps {
-		list, _ := h.svc.ListSwitches(c, a)
+		list, _ := h.svc.ListSwitches(c.Request.Context(), a)
 		groups = append(groups, group{App: a, Want: f.Want(a), Instances: f.Instances(a), Switches: switchRows(list, f)})
 	}
 	h.render(c, http.StatusOK, "instances", &page{Title: "Instances", Nav: "instances", Data: map[string]any{"Groups": groups, "App": app, "Fleet": f}})
@@ -86,12 +86,12 @@ func (h *handler) auditPage(c *gin.Context) {
 		p.Error = "Fix the filters marked below."
 		f = audit.Filter{Limit: 50}
 	}
-	events, next, err := audit.List(c, h.svc.DB(), f)
+	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), f)
 	if err != nil {
 		h.fail(c, "audit", p, "page", server.ErrUnavailable)
 		return
 	}
-	res, verr := h.verify.get(c, h.svc.DB())
+	res, verr := h.verify.get(c.Request.Context(), h.svc.DB())
 	q := c.Request.URL.Query()
 	q.Del("before")
 	p.Data = map[string]any{
@@ -124,7 +124,7 @@ func (h *handler) auditExport(c *gin.Context) {
 	c.Header("Content-Type", ctype)
 	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="switchyard-audit-%s.%s"`, time.Now().UTC().Format("20060102-150405"), format))
 	c.Status(http.StatusOK)
-	if err := audit.Export(c, h.svc.DB(), c.Writer, format, f); err != nil {
+	if err := audit.Export(c.Request.Context(), h.svc.DB(), c.Writer, format, f); err != nil {
 		h.log.Error("webui: audit export", "err", err)
 	}
 }

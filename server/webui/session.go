@@ -67,8 +67,8 @@ func (s *sessions) start(c *gin.Context, u *server.User) error {
 	now := time.Now().UTC()
 	row := &session{IDHash: hashID(id), UserID: u.ID, CSRFToken: randomToken(), CreatedAt: now, ExpiresAt: now.Add(s.ttl), LastSeenAt: now}
 	// Expired sessions are swept whenever someone signs in.
-	s.db.WithContext(c).Where("expires_at < ?", now).Delete(&session{})
-	if err := s.db.WithContext(c).Create(row).Error; err != nil {
+	s.db.WithContext(c.Request.Context()).Where("expires_at < ?", now).Delete(&session{})
+	if err := s.db.WithContext(c.Request.Context()).Create(row).Error; err != nil {
 		return err
 	}
 	http.SetCookie(c.Writer, &http.Cookie{
@@ -81,7 +81,7 @@ func (s *sessions) start(c *gin.Context, u *server.User) error {
 // end deletes the request's session and clears the cookie.
 func (s *sessions) end(c *gin.Context) {
 	if ck, err := c.Request.Cookie(sessionCookie); err == nil {
-		s.db.WithContext(c).Where("id_hash = ?", hashID(ck.Value)).Delete(&session{})
+		s.db.WithContext(c.Request.Context()).Where("id_hash = ?", hashID(ck.Value)).Delete(&session{})
 	}
 	http.SetCookie(c.Writer, &http.Cookie{Name: sessionCookie, Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: isTLS(c)})
 }
@@ -96,22 +96,22 @@ func (s *sessions) lookup(c *gin.Context) (*session, *server.User, error) {
 	}
 	now := time.Now().UTC()
 	var row session
-	err = s.db.WithContext(c).Where("id_hash = ? AND expires_at > ?", hashID(ck.Value), now).Take(&row).Error
+	err = s.db.WithContext(c.Request.Context()).Where("id_hash = ? AND expires_at > ?", hashID(ck.Value), now).Take(&row).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return nil, nil, errNoSession
 	} else if err != nil {
 		return nil, nil, err
 	}
 	if now.Sub(row.LastSeenAt) > s.idle {
-		s.db.WithContext(c).Where("id_hash = ?", row.IDHash).Delete(&session{})
+		s.db.WithContext(c.Request.Context()).Where("id_hash = ?", row.IDHash).Delete(&session{})
 		return nil, nil, errNoSession
 	}
 	var u server.User
-	if err := s.db.WithContext(c).Where("id = ?", row.UserID).Take(&u).Error; err != nil || u.Disabled() {
+	if err := s.db.WithContext(c.Request.Context()).Where("id = ?", row.UserID).Take(&u).Error; err != nil || u.Disabled() {
 		return nil, nil, errNoSession
 	}
 	if now.Sub(row.LastSeenAt) > time.Minute {
-		s.db.WithContext(c).Model(&session{}).Where("id_hash = ?", row.IDHash).Update("last_seen_at", now)
+		s.db.WithContext(c.Request.Context()).Model(&session{}).Where("id_hash = ?", row.IDHash).Update("last_seen_at", now)
 	}
 	return &row, &u, nil
 }
@@ -199,7 +199,7 @@ func (h *handler) renderLogin(c *gin.Context, status int, msg string) {
 		Name: loginCookie, Value: tok, Path: Prefix + "/login", MaxAge: 1800,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(c),
 	})
-	n, _ := h.svc.CountUsers(c)
+	n, _ := h.svc.CountUsers(c.Request.Context())
 	h.render(c, status, "login", &page{
 		Title: "Sign in", CSRF: tok, Error: msg, Form: "login", Values: c.Request.PostForm,
 		Apps: []string{}, Data: map[string]any{"Next": safeNext(c.Query("next")), "FirstRun": n == 0},
@@ -219,7 +219,7 @@ func (h *handler) login(c *gin.Context) {
 		h.renderLogin(c, http.StatusTooManyRequests, fmt.Sprintf("Too many sign-in attempts; try again in %d s.", secs))
 		return
 	}
-	u, err := h.svc.SignIn(c, username, c.PostForm("password"))
+	u, err := h.svc.SignIn(c.Request.Context(), username, c.PostForm("password"))
 	if err != nil {
 		msg := "Wrong username or password."
 		status := http.StatusUnauthorized

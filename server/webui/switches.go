@@ -42,7 +42,7 @@ func (h *handler) overview(c *gin.Context) { h.renderOverview(c, "", nil) }
 // turn-off form.
 func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 	p := &page{Title: "What is degraded now", Nav: "overview"}
-	list, err := h.svc.ListSwitches(c, "")
+	list, err := h.svc.ListSwitches(c.Request.Context(), "")
 	if err != nil {
 		p.Data = map[string]any{"Fleet": &fleet{}}
 		h.fail(c, "overview", p, "page", err)
@@ -54,7 +54,7 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 			on = append(on, s)
 		}
 	}
-	f := h.loadFleet(c)
+	f := h.loadFleet(c.Request.Context())
 	p.Data = map[string]any{"On": switchRows(on, f), "Total": len(list), "Fleet": f}
 	if ferr != nil {
 		// The row of a switch that is off by now is gone, and its error
@@ -72,7 +72,7 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 func (h *handler) switchList(c *gin.Context) {
 	filter := map[string]string{"app": c.Query("app"), "level": c.Query("level"), "state": c.Query("state"), "owner": c.Query("owner")}
 	p := &page{Title: "Switches", Nav: "switches"}
-	list, err := h.svc.ListSwitches(c, filter["app"])
+	list, err := h.svc.ListSwitches(c.Request.Context(), filter["app"])
 	if err != nil {
 		h.fail(c, "switches", p, "page", err)
 		return
@@ -90,7 +90,7 @@ func (h *handler) switchList(c *gin.Context) {
 	if filter["app"] != "" {
 		p.Title = "Switches of " + filter["app"]
 	}
-	p.Data = map[string]any{"Rows": switchRows(keep, h.loadFleet(c)), "Filter": filter, "Count": len(list)}
+	p.Data = map[string]any{"Rows": switchRows(keep, h.loadFleet(c.Request.Context())), "Filter": filter, "Count": len(list)}
 	h.render(c, http.StatusOK, "switches", p)
 }
 
@@ -99,7 +99,7 @@ func (h *handler) switchList(c *gin.Context) {
 func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error) {
 	app, name := c.Param("app"), c.Param("name")
 	p := &page{Title: app + "/" + name, Nav: "switches"}
-	sw, err := h.svc.GetSwitch(c, app, name)
+	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
 		if form == "" {
 			form, ferr = "page", err
@@ -108,7 +108,7 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 		h.fail(c, "switch", p, form, ferr)
 		return
 	}
-	events, next, err := audit.List(c, h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
+	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
 	if err != nil {
 		h.fail(c, "switch", p, "page", server.ErrUnavailable)
 		return
@@ -119,7 +119,7 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 	}
 	history := eventRows(events)
 	p.Data = map[string]any{
-		"S": sw.View(), "Applied": h.loadFleet(c).Applied(app, name, sw.Version),
+		"S": sw.View(), "Applied": h.loadFleet(c.Request.Context()).Applied(app, name, sw.Version),
 		"History": history, "Next": next, "Fallback": fallback,
 	}
 	if ferr != nil {
@@ -179,7 +179,7 @@ func (h *handler) turnOn(c *gin.Context) {
 		h.switchPage(c, 0, "on", err)
 		return
 	}
-	sw, err := h.svc.GetSwitch(c, app, name)
+	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
 		h.switchPage(c, 0, "on", err)
 		return
@@ -188,7 +188,7 @@ func (h *handler) turnOn(c *gin.Context) {
 		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
 		return
 	}
-	_, rc, err := h.svc.TurnOn(c, actor(c), app, name, t)
+	_, rc, err := h.svc.TurnOn(c.Request.Context(), actor(c), app, name, t)
 	if err != nil {
 		h.switchPage(c, 0, "on", err)
 		return
@@ -222,7 +222,7 @@ func (h *handler) turnOff(c *gin.Context) {
 	app, name := c.Param("app"), c.Param("name")
 	fp := &formParser{c: c}
 	t := server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")}
-	_, rc, err := h.svc.TurnOff(c, actor(c), app, name, t)
+	_, rc, err := h.svc.TurnOff(c.Request.Context(), actor(c), app, name, t)
 	if err != nil {
 		if b := c.PostForm("back"); b == Prefix+"/" {
 			h.renderOverview(c, "off:"+app+"/"+name, err)
@@ -273,7 +273,7 @@ func (h *handler) createSwitch(c *gin.Context) {
 		h.fail(c, "newswitch", p, "new", err)
 		return
 	}
-	sw, rc, err := h.svc.CreateSwitch(c, actor(c), app, in)
+	sw, rc, err := h.svc.CreateSwitch(c.Request.Context(), actor(c), app, in)
 	if err != nil {
 		h.fail(c, "newswitch", p, "new", err)
 		return
@@ -301,11 +301,11 @@ func (h *handler) editSwitch(c *gin.Context) {
 	}
 	// A switch that is on and moves to L4 or L5 starts failing or queueing
 	// writes at once.
-	if sw, err := h.svc.GetSwitch(c, app, name); err == nil && sw.State == wire.StateOn && level != sw.Level && needsConfirm(level, 0) && !confirmed(c) {
+	if sw, err := h.svc.GetSwitch(c.Request.Context(), app, name); err == nil && sw.State == wire.StateOn && level != sw.Level && needsConfirm(level, 0) && !confirmed(c) {
 		h.confirm(c, sw, "change "+app+"/"+name+" to "+string(level)+" while it is on", "/edit", level, sw.Rollout())
 		return
 	}
-	_, rc, err := h.svc.PatchSwitch(c, actor(c), app, name, pt)
+	_, rc, err := h.svc.PatchSwitch(c.Request.Context(), actor(c), app, name, pt)
 	if err != nil {
 		h.switchPage(c, 0, "edit", err)
 		return
@@ -326,7 +326,7 @@ func (h *handler) rollback(c *gin.Context) {
 		h.confirm(c, sw, "roll "+app+"/"+name+" back to its state after #"+fp.str("event"), "/rollback", after.Level, after.Rollout)
 		return
 	}
-	_, rc, err := h.svc.RollbackSwitch(c, actor(c), app, name, *id, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	_, rc, err := h.svc.RollbackSwitch(c.Request.Context(), actor(c), app, name, *id, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
 	if err != nil {
 		h.switchPage(c, 0, form, err)
 		return
@@ -337,11 +337,11 @@ func (h *handler) rollback(c *gin.Context) {
 // restores returns the switch and the state that rolling it back to event
 // id restores; nil when either is unknown (the rollback then says why).
 func (h *handler) restores(c *gin.Context, app, name string, id int64) (*server.Switch, *server.SwitchView) {
-	sw, err := h.svc.GetSwitch(c, app, name)
+	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
 		return nil, nil
 	}
-	v, err := h.svc.RollbackTarget(c, app, name, id)
+	v, err := h.svc.RollbackTarget(c.Request.Context(), app, name, id)
 	if err != nil {
 		return nil, nil
 	}
@@ -351,7 +351,7 @@ func (h *handler) restores(c *gin.Context, app, name string, id int64) (*server.
 func (h *handler) deleteSwitch(c *gin.Context) {
 	app, name := c.Param("app"), c.Param("name")
 	fp := &formParser{c: c}
-	rc, err := h.svc.DeleteSwitch(c, actor(c), app, name, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	rc, err := h.svc.DeleteSwitch(c.Request.Context(), actor(c), app, name, server.Change{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
 	if err != nil {
 		h.switchPage(c, 0, "delete", err)
 		return

@@ -363,12 +363,12 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 // apps lists every app that has a switch or a limit rule.
 func (h *handler) apps(c *gin.Context) []string {
 	set := map[string]bool{}
-	if sws, err := h.svc.ListSwitches(c, ""); err == nil {
+	if sws, err := h.svc.ListSwitches(c.Request.Context(), ""); err == nil {
 		for _, s := range sws {
 			set[s.App] = true
 		}
 	}
-	if ls, err := h.svc.ListLimits(c, ""); err == nil {
+	if ls, err := h.svc.ListLimits(c.Request.Context(), ""); err == nil {
 		for _, l := range ls {
 			set[l.App] = true
 		}
