@@ -9,10 +9,10 @@ export SWITCHYARD_TEST_DATABASE_URL
 run:
 	$(GO) run ./cmd/console
 
-## test: static checks, the whole suite (Postgres, embedded etcd, Chromium), race detector on the SDK, short fuzz runs
+## test: static checks, the whole suite (Postgres, embedded etcd, Chromium), again under the race detector, short fuzz runs
 test: verify
 	$(GO) test -count=1 -timeout 30m ./...
-	$(GO) test -count=1 -race -timeout 20m ./sdk/...
+	$(GO) test -count=1 -race -timeout 30m ./...
 	$(MAKE) fuzz FUZZTIME=$(CI_FUZZTIME)
 
 ## verify: gofmt, go vet and go mod tidy must leave nothing to change
