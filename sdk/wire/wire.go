@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Root is the key prefix shared by every Switchyard key.
@@ -352,8 +354,8 @@ func (r *LimitRule) Validate() error {
 	if !ValidApp(r.App) {
 		return &FieldError{Field: "app", Msg: "invalid app name"}
 	}
-	if r.Resource == "" || len(r.Resource) > 200 || strings.ContainsAny(r.Resource, "\x00\n\r\t") {
-		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters"}
+	if r.Resource == "" || len(r.Resource) > 200 || !Printable(r.Resource) {
+		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters (no control characters)"}
 	}
 	switch r.Mode {
 	case ModeEnforce, ModeShadow:
@@ -410,14 +412,14 @@ func (r *LimitRule) Validate() error {
 		}
 		return nil
 	case KindBreaker:
-		if r.ErrorRate <= 0 && r.SlowCallRate <= 0 {
-			return &FieldError{Field: "error_rate", Msg: "error_rate or slow_call_rate must be set"}
-		}
 		if r.ErrorRate < 0 || r.ErrorRate > 1 {
-			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1"}
+			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
 		}
 		if r.SlowCallRate < 0 || r.SlowCallRate > 1 {
-			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1"}
+			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
+		}
+		if r.ErrorRate == 0 && r.SlowCallRate == 0 {
+			return &FieldError{Field: "error_rate", Msg: "is required unless slow_call_rate is set: a breaker needs a rate to trip on"}
 		}
 		if r.SlowCallRate > 0 && r.SlowCallDuration <= 0 {
 			return &FieldError{Field: "slow_call_duration", Msg: "is required with slow_call_rate"}
@@ -460,6 +462,18 @@ type Instance struct {
 	StartedAt       time.Time         `json:"started_at"`
 	// Stats are counters the SDK reports (degraded answers, rejections …).
 	Stats map[string]int64 `json:"stats,omitempty"`
+}
+
+// Printable reports whether s holds no control characters (ANSI escapes,
+// newlines, NUL …), so it is safe to show in a terminal, a log line or a
+// web page.
+func Printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 // FieldError is a validation error naming the offending field.

@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -230,11 +231,7 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"actions": func() []string {
-		return []string{"switch.create", "switch.update", "switch.on", "switch.off", "switch.rollback", "switch.delete",
-			"limit.create", "limit.update", "limit.on", "limit.off", "limit.delete",
-			"user.create", "user.update", "user.password", "token.create", "token.revoke"}
-	},
+	"actions": func() []audit.Action { return audit.Actions },
 	"targetURL": func(target string) string {
 		if rest, ok := strings.CutPrefix(target, "switch/"); ok {
 			if app, name, ok := strings.Cut(rest, "/"); ok {

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+
+	"github.com/switchyard-io/switchyard/audit"
+)
+
+// ListSwitches returns the switches of app (all apps when app is "").
+func (s *Service) ListSwitches(ctx context.Context, app string) ([]Switch, error) {
+	out, _, err := s.SwitchPage(ctx, app, Page{})
+	return out, err
+}
+
+// SwitchPage returns one page of ListSwitches and the cursor of the next.
+func (s *Service) SwitchPage(ctx context.Context, app string, pg Page) ([]Switch, string, error) {
+	return list[Switch](s.db.WithContext(ctx), app, pg)
+}
+
+// GetSwitch returns one switch.
+func (s *Service) GetSwitch(ctx context.Context, app, name string) (*Switch, error) {
+	sw, err := load[Switch](s.db.WithContext(ctx), app, name)
+	return sw, mapDBError(err)
+}
+
+// switchOp is the entityOp of a change of switch app/name.
+func switchOp(a Actor, app, name string, action audit.Action, reason string, version *int64) entityOp {
+	return entityOp{Actor: a, Kind: outboxSwitch, App: app, Name: name, Action: action, Reason: reason, Version: version}
+}
+
+// CreateSwitch creates a switch in state off.
+func (s *Service) CreateSwitch(ctx context.Context, a Actor, app string, in SwitchInput) (*Switch, Receipt, error) {
+	return create(ctx, s, switchOp(a, app, in.Name, audit.SwitchCreate, in.Reason, nil), func() (*Switch, error) {
+		return newSwitch(app, &in)
+	})
+}
+
+// PatchSwitch changes descriptive and per-level fields.
+func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p SwitchPatch) (*Switch, Receipt, error) {
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchUpdate, p.Reason, p.Version), p.apply)
+}
+
+// TurnOn puts a switch on, optionally with a new rollout. Turning on an
+// off switch starts its expiry clock from max_on; changing the rollout of
+// a switch that is already on keeps its expiry.
+func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchOn, t.Reason, t.Version), func(sw *Switch) error {
+		if t.Rollout != nil {
+			if err := sw.setRollout(*t.Rollout); err != nil {
+				return err
+			}
+		}
+		sw.turnOn(s.now())
+		return nil
+	})
+}
+
+// TurnOff puts a switch off.
+func (s *Service) TurnOff(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
+	if t.Rollout != nil {
+		return nil, Receipt{}, invalid("rollout", "is only accepted when turning a switch on")
+	}
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchOff, t.Reason, t.Version), func(sw *Switch) error {
+		sw.turnOff()
+		return nil
+	})
+}
+
+// DeleteSwitch deletes a switch; its etcd key is removed by the publisher.
+func (s *Service) DeleteSwitch(ctx context.Context, a Actor, app, name string, c Change) (Receipt, error) {
+	return remove[Switch](ctx, s, switchOp(a, app, name, audit.SwitchDelete, c.Reason, c.Version))
+}
