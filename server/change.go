@@ -73,8 +73,8 @@ func (s *Service) commit(ctx context.Context, c change) (Receipt, error) {
 }
 
 // record applies a change inside tx: it authorizes and validates it, runs
-// Apply, appends the audit event and the outbox row, and tells the hooks
-// of a person's change. It returns the outbox row (nil when the change
+// Apply, appends the audit event, tells the automation of a person's
+// switch change (OnPersonChange) and adds the outbox row. It returns the outbox row (nil when the change
 // publishes nothing).
 func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	authorize := c.Authorize
@@ -94,6 +94,9 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	ev := c.Actor.event(c.Action, target, c.Reason)
 	ev.Before, ev.After = jsonString(before), jsonString(after)
 	if err := audit.Append(tx, ev); err != nil {
+		return nil, err
+	}
+	if err := s.tellAutomation(tx, c); err != nil {
 		return nil, err
 	}
 	if c.Publish == (entityKey{}) {
@@ -159,6 +162,72 @@ func jsonString(v any) string {
 func checkVersion(expected *int64, current int64) error {
 	if expected != nil && *expected != current {
 		return fmt.Errorf("%w: version %d is stale, current is %d", ErrConflict, *expected, current)
+	}
+	return nil
+}
+
+// Audited is an audited change of an entity etcd does not carry — a
+// rollout plan, a trigger rule, a drill, a channel — made by a person
+// through the API or by a job. Apply writes it inside the transaction and
+// returns the audit target and the entity before and after.
+type Audited struct {
+	Actor  Actor
+	Action audit.Action
+	Reason string
+	// App is the app the entity belongs to: the actor must be allowed to
+	// change it. "" is a global entity, which only admins change.
+	App   string
+	Apply func(tx *gorm.DB) (target string, before, after any, err error)
+}
+
+func (a Audited) change() change {
+	c := change{Actor: a.Actor, Action: a.Action, Reason: a.Reason, Apply: a.Apply}
+	if a.App == "" {
+		c.Authorize = func(x Actor) error { return x.mayAdmin("change global settings") }
+	} else {
+		c.Authorize = func(x Actor) error { return x.mayWrite(a.App) }
+	}
+	return c
+}
+
+// Commit runs an audited change in its own transaction.
+func (s *Service) Commit(ctx context.Context, a Audited) error {
+	_, err := s.commit(ctx, a.change())
+	return err
+}
+
+// PersonChange tells automation that a person changed a switch.
+type PersonChange struct {
+	App, Name string
+	Actor     Actor
+	Action    audit.Action
+	At        time.Time
+}
+
+// OnPersonChange registers fn to run inside the transaction of every change
+// a person (a user or an API token) makes to a switch, so the automation
+// acting on that switch — its triggers, its staged rollout — pauses
+// atomically with the change: people win. fn may record audited changes of
+// its own through j (Commit). Register before serving; fn's error aborts
+// the person's change.
+func (s *Service) OnPersonChange(fn func(j *JobTx, c PersonChange) error) {
+	s.personChanged = append(s.personChanged, fn)
+}
+
+// tellAutomation runs the OnPersonChange hooks for a change inside tx.
+func (s *Service) tellAutomation(tx *gorm.DB, c change) error {
+	if c.Publish.kind != outboxSwitch || !c.Actor.Person() || len(s.personChanged) == 0 {
+		return nil
+	}
+	j := &JobTx{s: s, tx: tx}
+	pc := PersonChange{App: c.Publish.app, Name: c.Publish.name, Actor: c.Actor, Action: c.Action, At: s.now()}
+	for _, fn := range s.personChanged {
+		if err := fn(j, pc); err != nil {
+			return err
+		}
+	}
+	if len(j.obs) > 0 {
+		return errors.New("server: a person-change hook changed a switch; hooks may only pause automation")
 	}
 	return nil
 }

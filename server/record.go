@@ -146,8 +146,7 @@ func create[T any, P entity[T]](ctx context.Context, s *Service, op entityOp, bu
 // concurrent writer gives ErrConflict.
 func update[T any, P entity[T]](ctx context.Context, s *Service, op entityOp, mutate func(P) error) (P, Receipt, error) {
 	c, out := updateChange[T, P](s, op, mutate)
-	rc, err := s.commit(ctx, c)
-	return *out, rc, err
+	return commitBuilt(ctx, s, c, out, nil)
 }
 
 // updateChange is the change behind update; *out is the written entity

@@ -16,6 +16,9 @@ type Service struct {
 	// credentialsChanged run inside the transaction that changes a user's
 	// password, role or disabled flag (see OnCredentialsChange).
 	credentialsChanged []func(tx *gorm.DB, userID int64) error
+	// personChanged run inside the transaction of a person's switch change
+	// (see OnPersonChange).
+	personChanged []func(j *JobTx, c PersonChange) error
 }
 
 // NewService returns a service on db publishing through pub (nil: changes

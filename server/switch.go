@@ -99,6 +99,21 @@ func (s *Switch) turnOn(now time.Time) {
 
 func (s *Switch) turnOff() { s.State, s.ExpiresAt, s.TurnedOnAt = wire.StateOff, nil, nil }
 
+// SwitchState is what a staged change may have to put back exactly: a
+// switch's state and rollout and, while it was on, its on-since time and
+// expiry.
+type SwitchState struct {
+	State     string       `json:"state"`
+	Rollout   wire.Rollout `json:"rollout"`
+	OnSince   *time.Time   `json:"on_since,omitempty"`
+	ExpiresAt *time.Time   `json:"expires_at,omitempty"`
+}
+
+// Saved returns the switch's current SwitchState.
+func (s *Switch) Saved() SwitchState {
+	return SwitchState{State: s.State, Rollout: s.Rollout(), OnSince: utcPtr(s.TurnedOnAt), ExpiresAt: utcPtr(s.ExpiresAt)}
+}
+
 // Wire returns the value published to etcd: only what an SDK needs.
 func (s *Switch) Wire() *wire.Switch {
 	w := &wire.Switch{

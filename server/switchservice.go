@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
 // ListSwitches returns the switches of app (all apps when app is "").
@@ -44,7 +45,12 @@ func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p 
 // off switch starts its expiry clock from max_on; changing the rollout of
 // a switch that is already on keeps its expiry.
 func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
-	return update(ctx, s, switchOp(a, app, name, audit.SwitchOn, t.Reason, t.Version), func(sw *Switch) error {
+	c, out, err := s.turnOnChange(a, app, name, t)
+	return commitBuilt(ctx, s, c, out, err)
+}
+
+func (s *Service) turnOnChange(a Actor, app, name string, t Toggle) (change, **Switch, error) {
+	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOn, t.Reason, t.Version), func(sw *Switch) error {
 		if t.Rollout != nil {
 			if err := sw.setRollout(*t.Rollout); err != nil {
 				return err
@@ -53,17 +59,56 @@ func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggl
 		sw.turnOn(s.now())
 		return nil
 	})
+	return c, out, nil
 }
 
 // TurnOff puts a switch off.
 func (s *Service) TurnOff(ctx context.Context, a Actor, app, name string, t Toggle) (*Switch, Receipt, error) {
+	c, out, err := s.turnOffChange(a, app, name, t)
+	return commitBuilt(ctx, s, c, out, err)
+}
+
+func (s *Service) turnOffChange(a Actor, app, name string, t Toggle) (change, **Switch, error) {
 	if t.Rollout != nil {
-		return nil, Receipt{}, invalid("rollout", "is only accepted when turning a switch on")
+		return change{}, nil, invalid("rollout", "is only accepted when turning a switch on")
 	}
-	return update(ctx, s, switchOp(a, app, name, audit.SwitchOff, t.Reason, t.Version), func(sw *Switch) error {
+	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOff, t.Reason, t.Version), func(sw *Switch) error {
 		sw.turnOff()
 		return nil
 	})
+	return c, out, nil
+}
+
+// restoreChange puts a switch back to a recorded state (see
+// JobTx.Restore).
+func (s *Service) restoreChange(a Actor, app, name string, to SwitchState, reason string, version *int64) (change, **Switch, error) {
+	if to.State != wire.StateOn && to.State != wire.StateOff {
+		return change{}, nil, invalid("state", `must be "on" or "off"`)
+	}
+	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchRestore, reason, version), func(sw *Switch) error {
+		if err := sw.setRollout(to.Rollout); err != nil {
+			return err
+		}
+		sw.State, sw.TurnedOnAt, sw.ExpiresAt = to.State, to.OnSince, to.ExpiresAt
+		if to.State == wire.StateOff {
+			sw.TurnedOnAt, sw.ExpiresAt = nil, nil
+		}
+		return nil
+	})
+	return c, out, nil
+}
+
+// commitBuilt commits a built change and returns what it wrote.
+func commitBuilt[P any](ctx context.Context, s *Service, c change, out *P, err error) (P, Receipt, error) {
+	var zero P
+	if err != nil {
+		return zero, Receipt{}, err
+	}
+	rc, err := s.commit(ctx, c)
+	if err != nil {
+		return zero, rc, err
+	}
+	return *out, rc, nil
 }
 
 // DeleteSwitch deletes a switch; its etcd key is removed by the publisher.
