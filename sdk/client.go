@@ -228,6 +228,15 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // served either way.
 func (c *Client) Stale() bool { return !c.Ready() || !c.connected() }
 
+// reported is the source to report for an entry of the current state:
+// live data becomes SourceStale while the client is stale.
+func (c *Client) reported(s Source) Source {
+	if s == SourceLive && c.Stale() {
+		return SourceStale
+	}
+	return s
+}
+
 // connected reports whether the watch runs over a ready connection and
 // etcd answers the registry's lease keepalives. A closed or refused
 // connection shows at once (watchConn); a silent one (a network partition

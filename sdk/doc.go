@@ -59,7 +59,8 @@
 // re-established, while the gRPC connection to etcd is not ready (at once
 // when etcd stops or the connection is cut), and while the instance
 // lease's keepalives go unanswered (about LeaseTTL/2 + 1 s into a silent
-// partition). The last known state keeps being served.
+// partition). The last known state keeps being served, and Handle.Source
+// reports it as SourceStale ("stale") instead of SourceLive.
 //
 // The applied revision (Client.Revision, the registry's ack) is one
 // through which every change of the watched keys is applied: the client
@@ -78,7 +79,8 @@
 // # Metrics
 //
 // With Config.Registerer set, the client exports (all with const labels
-// namespace, app and instance): switchyard_sdk_switch_on{switch,level,source},
+// namespace, app and instance): switchyard_sdk_switch_on{switch,level,source}
+// (source as Handle.Source reports it),
 // switchyard_sdk_applied_revision, switchyard_sdk_snapshot_age_seconds,
 // switchyard_sdk_watch_connected, switchyard_sdk_stale,
 // switchyard_sdk_update_errors_total{kind=decode|snapshot|watch} and
