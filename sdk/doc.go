@@ -9,8 +9,14 @@
 // arrives in the background.
 //
 //	c, err := sdk.New(ctx, sdk.Config{Endpoints: eps, App: "checkout", SnapshotDir: "/var/lib/switchyard"})
-//	recommend := c.Switch("recommend")
-//	if recommend.On(ctx) { /* degraded path */ }
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	reviews := c.Switch("reviews") // keep the handle
+//	if reviews.On(ctx) { /* degraded path */ }
+//
+// The package example "Service" shows a whole service.
 //
 // # Value order
 //
