@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -178,7 +180,46 @@ func validateLimit(r *wire.LimitRule) error {
 	r.Resource = strings.TrimSpace(r.Resource)
 	var v validator
 	v.addErr("", r.Validate())
+	if v.err() == nil {
+		for _, f := range foreignParams(r) {
+			v.add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
+		}
+	}
 	return v.err()
+}
+
+// kindParams are the parameters each limit kind takes.
+var kindParams = map[string][]string{
+	wire.KindTokenBucket:   {"rate", "burst"},
+	wire.KindSlidingWindow: {"limit", "window"},
+	wire.KindConcurrency:   {"max"},
+	wire.KindGCRA:          {"rate", "max_wait"},
+	wire.KindAdaptive:      {"min", "max", "window"},
+	wire.KindBreaker:       {"error_rate", "slow_call_rate", "slow_call_duration", "min_requests", "window", "open_duration", "max_open_duration", "half_open_probes"},
+}
+
+// foreignParams names the parameters set on r that its kind does not take:
+// they would be stored and published and have no effect. (The console
+// refuses them; SDKs still decode rules published before it did.)
+func foreignParams(r *wire.LimitRule) []string {
+	set := map[string]bool{
+		"rate": r.Rate != 0, "burst": r.Burst != 0, "limit": r.Limit != 0, "window": r.Window != 0,
+		"max": r.Max != 0, "min": r.Min != 0, "max_wait": r.MaxWait != 0, "error_rate": r.ErrorRate != 0,
+		"slow_call_rate": r.SlowCallRate != 0, "slow_call_duration": r.SlowCallDuration != 0,
+		"min_requests": r.MinRequests != 0, "open_duration": r.OpenDuration != 0,
+		"max_open_duration": r.MaxOpenDuration != 0, "half_open_probes": r.HalfOpenProbes != 0,
+	}
+	for _, p := range kindParams[r.Kind] {
+		delete(set, p)
+	}
+	var out []string
+	for name, on := range set {
+		if on {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // spec serializes a validated rule's parameters for storage.

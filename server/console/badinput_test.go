@@ -109,6 +109,7 @@ func TestBadInput(t *testing.T) {
 		{"owner with a control character", "PATCH", sw + "/search", adminToken, `{"owner":"\u001b]0;pwned\u0007","reason":"r"}`, 400, "owner", nil},
 		{"limit rate of the wrong type", "POST", lim, adminToken, `{"resource":"GET /t","kind":"token_bucket","rate":"fast","burst":1,"reason":"r"}`, 400, "rate", nil},
 		{"breaker negative error rate", "POST", lim, adminToken, `{"resource":"dep","kind":"breaker","error_rate":-0.1,"min_requests":10,"window":"10s","open_duration":"5s","reason":"r"}`, 400, "error_rate", nil},
+		{"limit parameter of another kind", "POST", lim, adminToken, `{"resource":"GET /t","kind":"token_bucket","rate":5,"burst":5,"max":3,"reason":"r"}`, 400, "max", nil},
 		{"duplicate token name", "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"r"}`, 409, "name", nil},
 		{"user short password", "POST", users, adminToken, `{"username":"bob","password":"short","role":"viewer","reason":"r"}`, 400, "password", nil},
 		{"user bad name", "POST", users, adminToken, `{"username":"Bob Smith","password":"long-enough-1","role":"viewer","reason":"r"}`, 400, "username", nil},
