@@ -42,11 +42,14 @@ type Source interface {
 	Check(ctx context.Context, q string) error
 }
 
-// QueryError is a query the source refuses (syntax, unknown name); Msg
-// says what is wrong, for the person who wrote it.
+// QueryError is a query the source refuses (syntax, unknown name, an
+// answer of several series where one is needed); Msg says what is wrong,
+// for the person who wrote it.
 type QueryError struct{ Msg string }
 
 func (e *QueryError) Error() string { return "signal: bad query: " + e.Msg }
 
-// ErrUnavailable wraps failures to reach a source.
+// ErrUnavailable wraps failures to reach a source or get an answer from it
+// (refused connection, timeout, error status). The caller's own
+// cancellation is not one: that error wraps ctx.Err() instead.
 var ErrUnavailable = errors.New("signal: source unavailable")
