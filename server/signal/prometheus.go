@@ -286,7 +286,7 @@ func (p *Prometheus) Range(ctx context.Context, q string, start, end time.Time, 
 	}
 	points := make([]Point, 0, len(s.Values))
 	for _, v := range s.Values {
-		if math.IsNaN(v.v) || math.IsInf(v.v, 0) {
+		if math.IsNaN(v.v) {
 			continue
 		}
 		points = append(points, Point{At: v.at, Value: v.v})
@@ -421,9 +421,11 @@ func (s *pair) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// sample is a value, or no data when v is not a finite number.
+// sample is a value, or no data when v is NaN (0/0, scalar() of nothing).
+// ±Inf is a value: histogram_quantile answers +Inf for a latency beyond the
+// top bucket, exactly when a latency rule must see it.
 func sample(v float64) Sample {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if math.IsNaN(v) {
 		return Sample{}
 	}
 	return Sample{Value: v, OK: true}

@@ -118,7 +118,7 @@ func TestPrometheus(t *testing.T) {
 			{"scalar of nothing is NaN", "scalar(checkout_no_such_metric)", noData, 0, nil},
 			{"NaN served", "checkout_nan", noData, 0, nil},
 			{"zero over zero", "0/0", noData, 0, nil},
-			{"division by zero", "vector(1)/0", noData, 0, nil},
+			{"division by zero is +Inf, a value", "vector(1)/0", value, math.Inf(1), nil},
 			{"several series", "checkout_errors", queryError, 0, []string{"2 series", `checkout_errors{`, `pod="a"`, "sum(...)"}},
 			{"syntax error", "sum(checkout_errors", queryError, 0, []string{"1:", "parse error"}},
 			{"unknown function", "no_such_function(checkout_errors)", queryError, 0, []string{"unknown function"}},
@@ -485,9 +485,9 @@ func TestPrometheusRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []signal.Point{{At: time.Unix(1700000000, 0), Value: 1}, {At: time.UnixMilli(1700000001500), Value: 2.5}}
+	want := []signal.Point{{At: time.Unix(1700000000, 0), Value: 1}, {At: time.Unix(1700000001, 0), Value: math.Inf(1)}, {At: time.UnixMilli(1700000001500), Value: 2.5}}
 	if !equalPoints(pts, want) {
-		t.Fatalf("Range = %v, want %v (NaN and +Inf skipped)", pts, want)
+		t.Fatalf("Range = %v, want %v (NaN skipped, +Inf kept)", pts, want)
 	}
 	got = <-requests
 	if got.path != "/prom/api/v1/query_range" || got.auth != "Bearer tok" ||

@@ -18,7 +18,9 @@ import (
 // Sample is the value of a query at one time, or no data.
 type Sample struct {
 	Value float64
-	// OK is false when there is no data: the query matched nothing.
+	// OK is false when there is no data: the query matched nothing (or
+	// answered NaN). Value may be ±Inf, which JSON cannot hold: encode it
+	// with care when you store it.
 	OK bool
 }
 
