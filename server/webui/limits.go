@@ -148,7 +148,7 @@ func (h *handler) limitPage(c *gin.Context) {
 			h.message(c, http.StatusForbidden, "Not allowed", "Your role may not create limit rules; ask an admin for an operator grant.")
 			return
 		}
-		h.renderLimit(c, http.StatusOK, &page{Title: "New limit rule", Nav: "limits"}, app, nil, newRuleValues())
+		h.renderLimit(c, app, nil, newRuleValues())
 		return
 	}
 	if app == "" {
@@ -160,24 +160,22 @@ func (h *handler) limitPage(c *gin.Context) {
 		h.fail(c, "limit", &page{Title: "Limit rule", Nav: "limits"}, "page", missing(err, "limit rule "+resource+" of app "+app))
 		return
 	}
-	h.renderLimit(c, http.StatusOK, &page{}, app, r, limitValues(r))
+	h.renderLimit(c, app, r, limitValues(r))
 }
 
 // renderLimit renders the page of rule r of app (nil: a new rule) with the
 // form values vals.
-func (h *handler) renderLimit(c *gin.Context, status int, p *page, app string, r *server.LimitRule, vals map[string]string) {
+func (h *handler) renderLimit(c *gin.Context, app string, r *server.LimitRule, vals map[string]string) {
+	p := &page{}
 	setLimitData(c, p, app, r, vals)
-	h.render(c, status, "limit", p)
+	h.render(c, http.StatusOK, "limit", p)
 }
 
 // setLimitData fills p with the page of rule r of app (nil: a new rule)
 // and the form values vals. Only those who may change the rule get its
 // editor; the others read its facts.
 func setLimitData(c *gin.Context, p *page, app string, r *server.LimitRule, vals map[string]string) {
-	p.Nav = "limits"
-	if p.Title == "" {
-		p.Title = "New limit rule"
-	}
+	p.Nav, p.Title = "limits", "New limit rule"
 	data := map[string]any{"App": app, "Params": limitParams, "Values": vals, "Editable": canWriteAny(c)}
 	if r != nil {
 		v := r.View()
@@ -298,7 +296,7 @@ func (h *handler) saveLimit(c *gin.Context) {
 	} else {
 		checkGrant(c, fp, "app", app)
 	}
-	p := &page{Title: "Limit rule"}
+	p := &page{}
 	setLimitData(c, p, app, rule, vals)
 	if err := fp.err(); err != nil {
 		h.fail(c, "limit", p, "limit", err)
@@ -360,7 +358,7 @@ func (h *handler) deleteLimit(c *gin.Context) {
 
 // limitFail shows the rule's page with err attached to form.
 func (h *handler) limitFail(c *gin.Context, app, resource, form string, err error) {
-	p := &page{Title: "Limit rule " + app + " " + resource}
+	p := &page{Title: "Limit rule " + app + " " + resource, Nav: "limits"}
 	r, gerr := h.svc.GetLimit(c.Request.Context(), app, resource)
 	if gerr != nil {
 		// The rule is gone (or unreadable): say so on a page of its own.

@@ -89,8 +89,8 @@ func checkGrant(c *gin.Context, fp *formParser, field, app string) {
 		return
 	}
 	if a.Role == server.RoleOperator {
-		fp.add(field, "is not one of the apps you may change ("+strings.Join(a.Apps, ", ")+")")
+		fp.add(field, "you may not change app "+app+" (you may change: "+strings.Join(a.Apps, ", ")+")")
 		return
 	}
-	fp.add(field, "cannot be changed by role "+string(a.Role))
+	fp.add(field, "role "+string(a.Role)+" may not change app "+app)
 }

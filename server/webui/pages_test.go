@@ -131,7 +131,7 @@ func TestViewersReadOnly(t *testing.T) {
 	op.signIn("otto", mustCreateUser(t, c, "otto", server.RoleOperator, "search"))
 	status, _, body = op.post("/ui/switches", url.Values{"_csrf": {op.csrf("/ui/switches/new")}, "app": {"checkout"}, "name": {"my-switch"}, "level": {"L3"},
 		"description": {"typed with care"}, "max_on": {"72h"}, "expiry_policy": {"remind"}, "reason": {"INC-9"}})
-	if status != http.StatusBadRequest || !fieldErr("app", "App", "is not one of the apps you may change (search)").MatchString(body) {
+	if status != http.StatusBadRequest || !fieldErr("app", "App", "you may not change app checkout (you may change: search)").MatchString(body) {
 		t.Errorf("an operator creating in another app: %d, no error at the app\n%s", status, body)
 	}
 	for _, kept := range []string{`value="my-switch"`, `typed with care`, `value="INC-9"`} {

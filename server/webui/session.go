@@ -227,7 +227,7 @@ func missingCredentials(username string, firstRun bool) string {
 func (h *handler) login(c *gin.Context) {
 	ck, err := c.Request.Cookie(loginCookie)
 	if err != nil || !tokenEqual(c.PostForm(csrfField), ck.Value) || !sameOrigin(c) {
-		h.renderLogin(c, http.StatusForbidden, "The sign-in form expired; it is fresh again now, so sign in once more.")
+		h.renderLogin(c, http.StatusForbidden, "The sign-in form had expired; sign in again.")
 		return
 	}
 	username := strings.TrimSpace(c.PostForm("username"))
