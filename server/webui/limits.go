@@ -283,7 +283,9 @@ func (h *handler) saveLimit(c *gin.Context) {
 	app, resource := fp.str("app"), fp.str("resource")
 	fields := ruleFields(fp)
 	_ = c.Request.ParseForm()
-	vals := map[string]string{}
+	// The other kinds' inputs are not submitted (the page disables them):
+	// they keep their defaults for an editor that changes the kind.
+	vals := newRuleValues()
 	for k := range c.Request.PostForm {
 		vals[k] = c.Request.PostForm.Get(k)
 	}
