@@ -94,6 +94,7 @@ func (m *Model) list(ctx context.Context, cli Etcd) (int64, error) {
 			key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 		}
 	}
+	defer m.timeApply(time.Now())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	old := m.apps
@@ -134,6 +135,7 @@ func (m *Model) watch(ctx context.Context, cli Etcd, rev int64) error {
 
 // apply folds a batch of watch events into the model.
 func (m *Model) apply(events []*clientv3.Event, rev int64) {
+	defer m.timeApply(time.Now())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, ev := range events {
@@ -162,6 +164,8 @@ func (m *Model) apply(events []*clientv3.Event, rev int64) {
 	}
 	m.rev = max(m.rev, rev)
 }
+
+func (m *Model) timeApply(start time.Time) { m.applyNanos.Add(int64(time.Since(start))) }
 
 // noticeEvery bounds how often subscribers hear that the fleet changed:
 // ten thousand acks after a flip are one notice a second, not ten

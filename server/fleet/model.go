@@ -63,6 +63,8 @@ type Model struct {
 	reports   atomic.Uint64
 	malformed atomic.Uint64
 	dirty     atomic.Bool // something changed since the last notice
+	// applyNanos is the time spent applying listings and watch events.
+	applyNanos atomic.Int64
 
 	subMu sync.Mutex
 	subs  map[chan struct{}]struct{}

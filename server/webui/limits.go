@@ -54,7 +54,7 @@ var limitParams = map[string][]Param{
 		{Name: "open_duration", Label: "Open duration", Type: "duration"},
 		{Name: "max_open_duration", Label: "Max open duration", Type: "duration", Help: "cap of the growing open period"},
 		// The SDK admits at least one probe; the form says so.
-		{Name: "half_open_probes", Label: "Half-open probes", Type: "int", Help: "calls let through to test recovery", Default: "1"},
+		{Name: "half_open_probes", Label: "Half-open probes", Type: "int", Help: "calls let through to test recovery", Default: strconv.Itoa(server.DefaultHalfOpenProbes)},
 	},
 }
 

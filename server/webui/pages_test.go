@@ -3,6 +3,7 @@ package webui_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -34,7 +35,7 @@ func TestFormsNameTheirFields(t *testing.T) {
 
 	t.Run("breaker errors name their field", func(t *testing.T) {
 		status, _, body := cl.post("/ui/limits/save", url.Values{"_csrf": {tok}, "app": {"checkout"}, "resource": {"dep"}, "kind": {"breaker"},
-			"breaker.error_rate": {"0.5"}, "breaker.window": {"10s"}, "breaker.open_duration": {"5s"}, "breaker.min_requests": {""}, "breaker.half_open_probes": {"0"},
+			"breaker.error_rate": {"0.5"}, "breaker.window": {"10s"}, "breaker.open_duration": {"5s"}, "breaker.min_requests": {""}, "breaker.half_open_probes": {"-1"},
 			"mode": {"enforce"}, "scope": {"instance"}, "reason": {"protect the ledger"}})
 		if status != http.StatusBadRequest {
 			t.Fatalf("bad breaker: %d\n%s", status, body)
@@ -49,9 +50,9 @@ func TestFormsNameTheirFields(t *testing.T) {
 		}
 	})
 
-	t.Run("a new breaker starts with one half-open probe", func(t *testing.T) {
+	t.Run("a new breaker starts with the API's half-open probes", func(t *testing.T) {
 		_, body := cl.get("/ui/limits/edit?app=checkout")
-		if !strings.Contains(body, `name="breaker.half_open_probes" value="1"`) {
+		if !strings.Contains(body, fmt.Sprintf(`name="breaker.half_open_probes" value="%d"`, server.DefaultHalfOpenProbes)) {
 			t.Errorf("half_open_probes has no default\n%s", body)
 		}
 	})
