@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
 // Config wires the API to its dependencies.
@@ -30,17 +31,20 @@ type Config struct {
 	Registry *prometheus.Registry
 	// Logger receives the cause of every 5xx answer (nil: discarded).
 	Logger *slog.Logger
+	// Fleet is the console's fleet read model (instances and signals).
+	Fleet *fleet.Model
 }
 
 type handler struct {
-	svc  *server.Service
-	etcd *clientv3.Client
-	ns   string
+	svc   *server.Service
+	etcd  *clientv3.Client
+	fleet *fleet.Model
+	ns    string
 }
 
 // Register mounts the API, health and metrics routes on r.
 func Register(r *gin.Engine, cfg Config) {
-	h := &handler{svc: cfg.Service, etcd: cfg.Etcd, ns: cfg.Namespace}
+	h := &handler{svc: cfg.Service, etcd: cfg.Etcd, fleet: cfg.Fleet, ns: cfg.Namespace}
 	r.UseRawPath = true
 	r.UnescapePathValues = true
 	r.Use(requestID)
@@ -70,6 +74,8 @@ func Register(r *gin.Engine, cfg Config) {
 	apps.DELETE("/limits/:resource", h.deleteLimit)
 	apps.POST("/limits/:resource/on", h.toggleLimit(wire.StateOn))
 	apps.POST("/limits/:resource/off", h.toggleLimit(wire.StateOff))
+	apps.GET("/switches/:name/signals", h.switchSignals)
+	apps.GET("/limits/:resource/signals", h.limitSignals)
 	apps.GET("/instances", h.instances)
 	v1.GET("/switches", h.listAllSwitches)
 	v1.GET("/audit", h.listAudit)

@@ -1,34 +1,49 @@
 package api
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/gin-gonic/gin"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 )
 
-// instances lists the SDK instances registered for the app in etcd.
+// instances lists the live SDK instances of the app with their signals,
+// from the fleet model.
 func (h *handler) instances(c *gin.Context) {
-	ctx, cancel := context.WithTimeout(c.Request.Context(), 3*time.Second)
-	defer cancel()
-	resp, err := h.etcd.Get(ctx, wire.AppPrefix(h.ns, wire.KindInstances, c.Param("app")), clientv3.WithPrefix())
-	if err != nil {
-		fail(c, fmt.Errorf("%w: instances are read from etcd: %w", server.ErrEtcdUnavailable, err))
+	if !h.fleetSynced(c) {
 		return
 	}
-	list := make([]wire.Instance, 0, len(resp.Kvs))
-	for _, kv := range resp.Kvs {
-		var in wire.Instance
-		if json.Unmarshal(kv.Value, &in) == nil {
-			list = append(list, in)
-		}
+	app := c.Param("app")
+	c.JSON(http.StatusOK, gin.H{"instances": h.fleet.Instances(app), "revision": h.fleet.Revision()})
+}
+
+// switchSignals is the fleet's view of one switch: who applied it, who is
+// in its rollout, who answers it degraded and how often, when it was last
+// read, and the degraded-path p99.
+func (h *handler) switchSignals(c *gin.Context) {
+	if !h.fleetSynced(c) {
+		return
 	}
-	c.JSON(http.StatusOK, gin.H{"instances": list, "revision": resp.Header.Revision})
+	v := h.fleet.Switch(c.Param("app"), c.Param("name"))
+	c.JSON(http.StatusOK, gin.H{"signals": v, "revision": h.fleet.Revision()})
+}
+
+// limitSignals is the fleet's view of one limit rule.
+func (h *handler) limitSignals(c *gin.Context) {
+	if !h.fleetSynced(c) {
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"signals": h.fleet.Limit(c.Param("app"), c.Param("resource")), "revision": h.fleet.Revision()})
+}
+
+// fleetSynced answers 503 when the fleet model is not in sync with etcd:
+// what it holds may be out of date.
+func (h *handler) fleetSynced(c *gin.Context) bool {
+	if !h.fleet.Synced() {
+		fail(c, fmt.Errorf("%w: the fleet model is not in sync with etcd", server.ErrEtcdUnavailable))
+		return false
+	}
+	return true
 }

@@ -19,7 +19,7 @@ import (
 )
 
 // BenchmarkScale simulates a fleet of 10,000 instances of one app reading
-// 1,000 switches, each reporting as the SDK does (every 10 s ± 10 %, only
+// 1,000 switches, each reporting as the SDK does (every 10–12 s, only
 // the entries that changed, an ack 250 ms–1 s after a new revision), with
 // lightweight reporters sharing four etcd connections against one embedded
 // etcd. It reports the etcd writes per second the reports cost, the fleet
@@ -155,9 +155,17 @@ func newSimFleet(n, switches, degraded int, clients []*clientv3.Client) *simFlee
 	return f
 }
 
-// value is instance i's key value with a report of the given entries.
-func (f *simFleet) value(i int, full bool) []byte {
+// value is instance i's key value with a report of the given entries; an
+// ack carries no report.
+func (f *simFleet) value(i int, full, ack bool) []byte {
 	now := time.Now().Unix()
+	if ack {
+		b, _ := json.Marshal(wire.Instance{
+			App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: f.applied[i].Load(),
+			StartedAt: f.started, ReportInterval: wire.Duration(10 * time.Second),
+		})
+		return b
+	}
 	r := &wire.Report{At: now, Switches: map[string]wire.SwitchSignal{}}
 	elapsed := uint64(time.Since(f.started).Seconds()*100) + 1
 	for s := 0; s < f.degraded; s++ {
@@ -187,9 +195,9 @@ func (f *simFleet) value(i int, full bool) []byte {
 	return b
 }
 
-func (f *simFleet) put(ctx context.Context, i int, full bool) {
+func (f *simFleet) put(ctx context.Context, i int, full, ack bool) {
 	c := i % len(f.clients)
-	v := f.value(i, full)
+	v := f.value(i, full, ack)
 	if _, err := f.clients[c].Put(ctx, wire.InstanceKey("default", "checkout", f.ids[i]), string(v), clientv3.WithLease(f.leases[c])); err == nil {
 		f.puts.Add(1)
 		f.bytes.Add(int64(len(v)))
@@ -214,7 +222,7 @@ func (f *simFleet) registerAll(ctx context.Context) {
 			}
 		}()
 	}
-	f.parallel(ctx, 64, func(i int) { f.put(ctx, i, true) })
+	f.parallel(ctx, 64, func(i int) { f.put(ctx, i, true, false) })
 }
 
 func (f *simFleet) parallel(ctx context.Context, workers int, fn func(i int)) {
@@ -236,19 +244,21 @@ func (f *simFleet) parallel(ctx context.Context, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// report runs until ctx ends: each instance reports every interval ± 10 %,
+// report runs until ctx ends: each instance reports every 1–1.2 intervals,
 // and acks a new switch revision 250 ms–1 s after it sees it (one watch per
 // connection, as instances of one host would share it).
 func (f *simFleet) report(ctx context.Context, interval time.Duration) {
-	due := make(chan int, 1024)
-	for w := 0; w < 32; w++ {
+	due, acks := make(chan int, 1024), make(chan int, 1024)
+	for w := 0; w < 64; w++ {
 		go func() {
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case i := <-due:
-					f.put(ctx, i, false)
+					f.put(ctx, i, false, false)
+				case i := <-acks:
+					f.put(ctx, i, false, true)
 				}
 			}
 		}()
@@ -261,7 +271,7 @@ func (f *simFleet) report(ctx context.Context, interval time.Duration) {
 					f.applied[i].Store(rev)
 					time.AfterFunc(250*time.Millisecond+rand.N(750*time.Millisecond), func() {
 						select {
-						case due <- i:
+						case acks <- i:
 						case <-ctx.Done():
 						}
 					})
@@ -285,7 +295,7 @@ func (f *simFleet) report(ctx context.Context, interval time.Duration) {
 				case <-ctx.Done():
 					return
 				}
-				t.Reset(interval - interval/10 + rand.N(interval/5))
+				t.Reset(interval + rand.N(interval/5))
 			}
 		}()
 	}
