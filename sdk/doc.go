@@ -49,8 +49,9 @@
 // "instance" or the request key from WithKey for stickiness "key". A
 // request without a key under key stickiness falls back to the instance
 // key. Because membership is a threshold on a fixed bucket, widening a
-// rollout only adds members. The function is pinned by golden vectors in
-// rollout_test.go; changing it would reshuffle every rollout in the fleet.
+// rollout only adds members. The function is wire.Bucket (Bucket here),
+// pinned by golden vectors in sdk/wire/rollout_test.go; changing it would
+// reshuffle every rollout in the fleet.
 //
 // # Hot path
 //

@@ -76,7 +76,7 @@ func (e *entry) keyOn(ctx context.Context) bool {
 	if !ok {
 		return e.on
 	}
-	return fnvString(e.seed, k)%Buckets < uint64(e.basis)
+	return wire.FNV(e.seed, k)%Buckets < uint64(e.basis)
 }
 
 // state is an immutable snapshot of everything the client knows. It is
@@ -125,10 +125,10 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(se
 		basis = Buckets
 	}
 	e.basis = uint32(basis)
-	e.seed = seedFor(sw.App, sw.Name)
+	e.seed = wire.Seed(sw.App, sw.Name)
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
 	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
-	e.on = e.gate && fnvString(e.seed, instanceID)%Buckets < uint64(e.basis)
+	e.on = e.gate && wire.FNV(e.seed, instanceID)%Buckets < uint64(e.basis)
 	e.fixed = !e.keyed || !e.gate
 	return e
 }
