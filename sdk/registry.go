@@ -74,6 +74,7 @@ func (c *Client) registry() {
 	// retried: an ack or a report stays due, a registration stays dirty.
 	put := func() {
 		if lease == 0 {
+			rep.failed(rep.now()) // no key to write until registered
 			return
 		}
 		now := rep.now()
