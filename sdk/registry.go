@@ -70,8 +70,10 @@ func (c *Client) registry() {
 			c.freshAt.Store(time.Now().UnixNano())
 		}
 	}
-	// put writes the instance value with a report. A failed write is
-	// retried: an ack or a report stays due, a registration stays dirty.
+	// put writes the instance value with a report. After a failed write
+	// an ack is retried at the next poll, a registration (dirty) at the
+	// next poll or keepalive, and the report's changes go out with the next
+	// report, an interval later.
 	put := func() {
 		if lease == 0 {
 			rep.failed(rep.now()) // no key to write until registered
