@@ -40,7 +40,7 @@ type reportReason uint8
 
 const (
 	reportNone     reportReason = iota
-	reportRegister              // a new lease, or a write to retry on a keepalive
+	reportRegister              // a new lease, until its first write lands
 	reportAck                   // a newly applied revision
 	reportFollowUp              // counters moved after an ack
 	reportPeriodic              // the report interval passed and something changed
@@ -99,8 +99,8 @@ func (r *reporter) after(t time.Time) time.Time {
 // due is the report policy, the one place that decides when the instance
 // key is written:
 //
-//   - at once when the registry must (must: a new lease, or a failed write
-//     to retry), and when a newly applied revision is due for its ack
+//   - at once when the registry must (must: a new lease, until its first
+//     write lands), and when a newly applied revision is due for its ack
 //     (ack: 250 ms–1 s after it was applied, see debounceMin); either way
 //     the value carries a report;
 //   - once after an ack, as soon as the degraded or fallback counters of a
