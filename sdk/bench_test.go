@@ -3,7 +3,9 @@ package sdk
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
+	"unsafe"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -30,8 +32,50 @@ func benchClient(b *testing.B, n int, stickiness string) *Client {
 	return c
 }
 
+// The handle benchmarks check sw-42, off for inst-7 (bucket 9698 of a
+// 50 % rollout), and sw-41, on for it (bucket 3941): the not-degraded and
+// the degraded answer.
+const (
+	benchOff = "sw-42"
+	benchOn  = "sw-41"
+)
+
+// benchHandle is the handle of name, checked to answer want.
+func benchHandle(b *testing.B, name string, want bool) *Handle {
+	b.Helper()
+	h := benchClient(b, 100, wire.StickyInstance).Switch(name)
+	if h.On(context.Background()) != want {
+		b.Fatalf("%s answers %v for inst-7, want %v", name, !want, want)
+	}
+	return h
+}
+
+// benchPtr is the baseline of the handle benchmarks: On is an atomic load
+// of the state pointer plus field reads.
+var benchPtr = unsafe.Pointer(new(int))
+
+func BenchmarkAtomicLoad(b *testing.B) {
+	b.ReportAllocs()
+	var on bool
+	for i := 0; i < b.N; i++ {
+		on = atomic.LoadPointer(&benchPtr) != nil
+	}
+	sink = on
+}
+
+func BenchmarkAtomicLoadParallel(b *testing.B) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var on bool
+		for pb.Next() {
+			on = atomic.LoadPointer(&benchPtr) != nil
+		}
+		sink = on
+	})
+}
+
 func BenchmarkSwitchOn(b *testing.B) {
-	h := benchClient(b, 100, wire.StickyInstance).Switch("sw-42")
+	h := benchHandle(b, benchOff, false)
 	ctx := context.Background()
 	b.ReportAllocs()
 	var on bool
@@ -42,7 +86,34 @@ func BenchmarkSwitchOn(b *testing.B) {
 }
 
 func BenchmarkSwitchOnParallel(b *testing.B) {
-	h := benchClient(b, 100, wire.StickyInstance).Switch("sw-42")
+	h := benchHandle(b, benchOff, false)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var on bool
+		for pb.Next() {
+			on = h.On(ctx)
+		}
+		sink = on
+	})
+}
+
+// BenchmarkSwitchOnDegraded is the degraded answer, which counts.
+func BenchmarkSwitchOnDegraded(b *testing.B) {
+	h := benchHandle(b, benchOn, true)
+	ctx := context.Background()
+	b.ReportAllocs()
+	var on bool
+	for i := 0; i < b.N; i++ {
+		on = h.On(ctx)
+	}
+	sink = on
+}
+
+// BenchmarkSwitchOnDegradedParallel has every goroutine count on the same
+// switch's counter: the worst case of a degraded answer.
+func BenchmarkSwitchOnDegradedParallel(b *testing.B) {
+	h := benchHandle(b, benchOn, true)
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -55,7 +126,7 @@ func BenchmarkSwitchOnParallel(b *testing.B) {
 }
 
 func BenchmarkSwitchOnKey(b *testing.B) {
-	h := benchClient(b, 100, wire.StickyKey).Switch("sw-42")
+	h := benchClient(b, 100, wire.StickyKey).Switch(benchOff)
 	ctx := WithKey(context.Background(), "tenant-42")
 	b.ReportAllocs()
 	var on bool
@@ -66,7 +137,7 @@ func BenchmarkSwitchOnKey(b *testing.B) {
 }
 
 func BenchmarkSwitchOnKeyParallel(b *testing.B) {
-	h := benchClient(b, 100, wire.StickyKey).Switch("sw-42")
+	h := benchClient(b, 100, wire.StickyKey).Switch(benchOff)
 	ctx := WithKey(context.Background(), "tenant-42")
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
@@ -84,7 +155,7 @@ func BenchmarkSwitchByName(b *testing.B) {
 	b.ReportAllocs()
 	var on bool
 	for i := 0; i < b.N; i++ {
-		on = c.On(ctx, "sw-42")
+		on = c.On(ctx, benchOff)
 	}
 	sink = on
 }
@@ -96,7 +167,7 @@ func BenchmarkSwitchByNameParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		var on bool
 		for pb.Next() {
-			on = c.On(ctx, "sw-42")
+			on = c.On(ctx, benchOff)
 		}
 		sink = on
 	})

@@ -38,7 +38,8 @@ type Client struct {
 
 	mu        sync.Mutex // serializes writers: apply, Switch, OnChange
 	names     map[string]uint32
-	served    map[string]*atomic.Uint64 // fallbacks served per switch name
+	sigs      []*switchSignals    // by names index; states share it (see state.sigs)
+	touched   map[uint32]struct{} // switches changed by live updates since the last ack
 	listeners []*listener
 
 	fallbacks    atomic.Uint64 // fallbacks served by Client.On
@@ -67,7 +68,9 @@ type Client struct {
 	closeOnce sync.Once
 
 	enforceOnce sync.Once
-	enforce     *enforcement // limit enforcement, created by the first Limiter call
+	enforce     atomic.Pointer[enforcement] // limit enforcement, created by the first Limiter call
+
+	report *reporter // owned by the registry goroutine
 }
 
 // ChangeKind says what a Change is about.
@@ -118,7 +121,7 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 		log:       cfg.Logger.With("component", "switchyard-sdk", "app", cfg.App),
 		env:       readEnv(cfg.App, os.Environ()),
 		names:     map[string]uint32{},
-		served:    map[string]*atomic.Uint64{},
+		touched:   map[uint32]struct{}{},
 		ready:     make(chan struct{}),
 		startedAt: time.Now(),
 	}
@@ -136,6 +139,7 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 		limits: map[string]*wire.LimitRule{},
 	})
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.report = newReporter(c, time.Now)
 	c.disk.init(c)
 	if cfg.SnapshotDir != "" {
 		c.loadSnapshot()
@@ -308,18 +312,21 @@ func (c *Client) OnChange(fn func(Change)) (cancel func()) {
 
 func (c *Client) markReady() { c.readyOnce.Do(func() { close(c.ready) }) }
 
-// indexLocked returns the stable index of a switch name, assigning one.
+// indexLocked returns the stable index of a switch name, assigning one
+// along with the name's signals.
 func (c *Client) indexLocked(name string) uint32 {
 	if i, ok := c.names[name]; ok {
 		return i
 	}
 	i := uint32(len(c.names))
 	c.names[name] = i
+	c.sigs = append(c.sigs, newSwitchSignals(name))
 	return i
 }
 
-// coverLocked republishes the state with entries for every indexed name,
-// so that a handle's index is always in range (Handle.On relies on it).
+// coverLocked republishes the state with entries and signals for every
+// indexed name, so that a handle's index is always in range (Handle.On
+// relies on it).
 func (c *Client) coverLocked() {
 	s := c.state.Load()
 	if len(s.entries) >= len(c.names) {
@@ -328,7 +335,21 @@ func (c *Client) coverLocked() {
 	next := *s
 	next.entries = make([]entry, len(c.names))
 	copy(next.entries, s.entries)
+	next.sigs = c.sigs
 	c.state.Store(&next)
+}
+
+// takeTouched returns the switches changed by live updates since the last
+// call, for the follow-up report after an ack.
+func (c *Client) takeTouched() map[uint32]struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.touched) == 0 {
+		return nil
+	}
+	t := c.touched
+	c.touched = map[uint32]struct{}{}
+	return t
 }
 
 // kvUpdate is one key from a list, a watch event or the disk snapshot.
@@ -475,6 +496,7 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 	}
 	next.entries = make([]entry, len(c.names))
 	copy(next.entries, prev.entries)
+	next.sigs = c.sigs
 	full := prev.source != source
 	// Rebuild the entries of changed names (all names when the source
 	// changes), on all CPUs for large batches.
@@ -523,6 +545,11 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		}
 	} else {
 		changes = update(todo)
+	}
+	if source == SourceLive {
+		for _, n := range todo {
+			c.touched[next.index[n]] = struct{}{}
+		}
 	}
 	if len(resources) > 0 {
 		next.limits = maps.Clone(prev.limits)

@@ -49,6 +49,13 @@ type Config struct {
 	TLS *tls.Config
 	// LeaseTTL is the instance registry lease TTL. Default 10s.
 	LeaseTTL time.Duration
+	// ReportInterval is how often, at most, the instance reports its fleet
+	// signals (degraded answers, fallbacks served, last reads, degraded-path
+	// latency, limiter decisions, breaker states) on its registry key, and
+	// only when they changed; each report is jittered by ±10 %. An applied
+	// revision is still acknowledged within about a second, with a report,
+	// and a flip's counters follow within 5 s. Default 10s, at least 1s.
+	ReportInterval time.Duration
 }
 
 // Defaults used for zero-valued Config fields.
@@ -56,6 +63,8 @@ const (
 	DefaultNamespace   = "default"
 	DefaultDialTimeout = 5 * time.Second
 	DefaultLeaseTTL    = 10 * time.Second
+	// DefaultReportInterval is the default of Config.ReportInterval.
+	DefaultReportInterval = 10 * time.Second
 )
 
 // withDefaults returns a copy of c with defaults filled in.
@@ -78,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.ReportInterval <= 0 {
+		c.ReportInterval = DefaultReportInterval
 	}
 	return c
 }
@@ -104,6 +116,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return errors.New("sdk: config: lease_ttl must be at least 2s")
+	}
+	if c.ReportInterval < time.Second {
+		return errors.New("sdk: config: report_interval must be at least 1s")
 	}
 	return nil
 }

@@ -49,15 +49,19 @@
 // "instance" or the request key from WithKey for stickiness "key". A
 // request without a key under key stickiness falls back to the instance
 // key. Because membership is a threshold on a fixed bucket, widening a
-// rollout only adds members. The function is pinned by golden vectors in
-// rollout_test.go; changing it would reshuffle every rollout in the fleet.
+// rollout only adds members. The function is wire.Bucket (Bucket here),
+// pinned by golden vectors in sdk/wire/rollout_test.go; changing it would
+// reshuffle every rollout in the fleet.
 //
 // # Hot path
 //
-// Handle.On is one atomic load plus a few field reads, inlined into the
-// caller: no lock and no allocation. For instance stickiness the decision
-// is precomputed whenever a new snapshot is built; every applied watch
-// response builds one new immutable snapshot and swaps it in whole.
+// Handle.On takes no lock and does not allocate. Its not-degraded answer
+// for instance stickiness is inlined into the caller: an atomic load of the
+// snapshot, a few field reads and a load of the switch's read flag (see
+// Fleet signals), no write. Other answers cost a call; a degraded one also
+// an atomic add. For instance stickiness the decision is precomputed
+// whenever a new snapshot is built; every applied watch response builds
+// one new immutable snapshot and swaps it in whole.
 //
 // # Staleness and the instance registry
 //
@@ -81,6 +85,29 @@
 // acks of a flip reaching many instances are spread out instead of
 // competing with the flip's own fan-out. A lost lease is re-granted and the
 // key written again. Close revokes the lease (waiting at most 1 s).
+//
+// # Fleet signals
+//
+// Per switch name the client counts, since it started, the checks
+// answered on (Handle.On, Client.On, the middleware's checks), the L1
+// fallback values Handle.Fallback served and, for requests the middleware
+// served degraded, their latency in the buckets of wire.LatencyBuckets
+// (one histogram per switch that was on for the request); it also notes
+// that a switch was read, which the registry turns into a coarse last-read
+// time. Per limit rule it reports the Limiter's allowed, rejected and
+// shadow-rejected counts and, for an unkeyed breaker, its state. The
+// counters outlive snapshot swaps and sit on cache lines of their own.
+//
+// The registry writes them as wire.Instance.Report on the instance key:
+// with every ack, once more within 5 s of an ack when the counters of the
+// switches it changed moved (so a drill sees its flip take effect), and
+// otherwise at most once per Config.ReportInterval (10 s, ±10 %), only when
+// something changed (see reporter.due). A report carries only the entries
+// that changed since they were last reported — counters that moved, a last
+// read that advanced by 5 minutes, or never reported — and omits switches
+// never read; the whole value stays within wire.MaxReportBytes (16 KiB),
+// changes of degraded counters first, the rest oldest reported first, and
+// Report.Pending counts what waits for the next report.
 //
 // # Metrics
 //

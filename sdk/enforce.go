@@ -451,9 +451,9 @@ func (c *Client) enforcement() *enforcement {
 				e.mu.Unlock()
 			}
 		})
-		c.enforce = e
+		c.enforce.Store(e)
 	})
-	return c.enforce
+	return c.enforce.Load()
 }
 
 // refreshLocked rebuilds l's enforcer from the current rule and instance

@@ -38,10 +38,11 @@ type Handle struct {
 	st       *statePtr
 	p        *unsafe.Pointer // &st.p, read directly by On to stay inlinable
 	idx      int             // index into state.entries; always in range (see coverLocked)
+	read     *uint32         // &sig.read, read directly by On to stay inlinable
 	fbOn     bool            // environment, else Default, else off
 	fbSource Source          // SourceEnv, SourceDefault or SourceNone
 	name     string
-	served   *atomic.Uint64 // fallbacks served for this name, shared by its handles
+	sig      *switchSignals // the name's signals, shared by its handles
 }
 
 // Switch returns the handle of the named switch. It never fails: an
@@ -62,11 +63,8 @@ func (c *Client) Switch(name string, opts ...Option) *Handle {
 	c.mu.Lock()
 	h.idx = int(c.indexLocked(name))
 	c.coverLocked()
-	h.served = c.served[name]
-	if h.served == nil {
-		h.served = new(atomic.Uint64)
-		c.served[name] = h.served
-	}
+	h.sig = c.sigs[h.idx]
+	h.read = &h.sig.read
 	c.mu.Unlock()
 	return h
 }
@@ -86,25 +84,29 @@ func (h *Handle) entry() *entry {
 
 // On reports whether the switch is on for this instance or, with
 // stickiness "key", for the request key carried by ctx (see WithKey).
-// It takes no lock and does not allocate; for instance stickiness it is
-// an atomic load and two field reads, inlined into the caller.
+// It takes no lock and does not allocate. The answer "off" for instance
+// stickiness is inlined into the caller: two atomic loads (the state and
+// the switch's read flag, see switchSignals) and a few field reads, no
+// write. Every other answer takes a call: a degraded one also costs an
+// atomic add (the switch's degraded counter).
 func (h *Handle) On(ctx context.Context) bool {
-	if e := &(*state)(atomic.LoadPointer(h.p)).entries[h.idx]; e.fixed {
-		return e.on
+	if (*state)(atomic.LoadPointer(h.p)).entries[h.idx].off && atomic.LoadUint32(h.read) != 0 {
+		return false
 	}
 	return h.slowOn(ctx)
 }
 
-// slowOn answers key stickiness and the fallback chain.
+// slowOn answers degraded checks, the first check since the reporter took
+// the read flag, key stickiness and the fallback chain, and counts them.
 func (h *Handle) slowOn(ctx context.Context) bool {
 	s := h.st.Load()
 	if h.idx < len(s.entries) {
 		if e := &s.entries[h.idx]; e.sw != nil {
-			return e.keyOn(ctx)
+			return h.sig.count(e.answer(ctx))
 		}
 	}
-	h.served.Add(1)
-	return h.fbOn
+	h.sig.served.Add(1)
+	return h.sig.count(h.fbOn)
 }
 
 // Source tells where the current answer of On comes from; live data is
@@ -126,13 +128,18 @@ func (h *Handle) Level() wire.Level {
 }
 
 // Fallback decodes the switch's L1 fallback payload into v. It returns
-// ErrNoFallback when there is none.
+// ErrNoFallback when there is none. Each value it serves counts in the
+// switch's fleet signals.
 func (h *Handle) Fallback(v any) error {
 	e := h.entry()
 	if e == nil || len(e.sw.Fallback) == 0 {
 		return ErrNoFallback
 	}
-	return json.Unmarshal(e.sw.Fallback, v)
+	if err := json.Unmarshal(e.sw.Fallback, v); err != nil {
+		return err
+	}
+	h.sig.fallbacks.Add(1)
+	return nil
 }
 
 // MaxStaleness returns the L2 bound of the switch, 0 when unset.
@@ -153,20 +160,29 @@ func (h *Handle) Value() *wire.Switch {
 }
 
 // On reports whether the named switch is on, like Handle.On, with a map
-// lookup instead of a resolved handle. Names never published answer from
-// the environment or off.
+// lookup instead of a resolved handle, and counts the answer the same way
+// for every name the client knows (published, in the disk snapshot, or
+// with a handle). Names never published answer from the environment or
+// off.
 func (c *Client) On(ctx context.Context, name string) bool {
 	s := c.state.Load()
+	var sig *switchSignals
 	if i, ok := s.index[name]; ok && i < uint32(len(s.entries)) {
-		e := &s.entries[i]
-		if e.fixed {
-			return e.on
+		if e := &s.entries[i]; e.sw != nil {
+			return s.sigs[i].count(e.answer(ctx))
 		}
-		if e.sw != nil {
-			return e.keyOn(ctx)
-		}
+		sig = s.sigs[i]
 	}
 	c.fallbacks.Add(1)
+	on := c.envOn(name)
+	if sig != nil {
+		sig.count(on)
+	}
+	return on
+}
+
+// envOn is the environment's answer for a switch name, off when unset.
+func (c *Client) envOn(name string) bool {
 	if len(c.env) == 0 {
 		return false
 	}

@@ -76,6 +76,34 @@ type Entry struct {
 	permit Permit
 	g      *Guard
 	start  time.Time
+	on     switchSet // the guard's switches that were on for the request
+}
+
+// switchSet is a set of indexes into a Guard's switches; it allocates only
+// for a guard of more than 64 switches.
+type switchSet struct {
+	low  uint64
+	high []uint64
+}
+
+func (s *switchSet) add(i int) {
+	if i < 64 {
+		s.low |= 1 << i
+		return
+	}
+	w := i/64 - 1
+	for len(s.high) <= w {
+		s.high = append(s.high, 0)
+	}
+	s.high[w] |= 1 << (i % 64)
+}
+
+func (s *switchSet) has(i int) bool {
+	if i < 64 {
+		return s.low&(1<<i) != 0
+	}
+	w := i/64 - 1
+	return w < len(s.high) && s.high[w]&(1<<(i%64)) != 0
 }
 
 // Enter decides one request for resource. h supplies header keys for
@@ -84,10 +112,11 @@ type Entry struct {
 func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write bool) (context.Context, Entry) {
 	en := Entry{g: g, start: time.Now()}
 	var l4, l5 bool
-	for _, s := range g.switches {
+	for i, s := range g.switches {
 		if !s.On(ctx) {
 			continue
 		}
+		en.on.add(i)
 		lv := s.Level()
 		if lv.Rank() > en.Level.Rank() {
 			en.Level = lv
@@ -120,16 +149,23 @@ func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write boo
 
 // Exit ends the request: it finishes the limiter permit with ok (false
 // counts as a failure for breaker and adaptive rules) and records the
-// latency and the degraded action.
+// latency and the degraded action. The latency of a degraded request also
+// counts in the fleet signals of every switch that was on for it.
 func (en *Entry) Exit(ok bool) {
 	en.permit.Finish(ok)
 	if en.g == nil || (en.Level == "" && en.Verdict == Reject) {
 		return // limiter rejections are neither path
 	}
 	m := en.g.e.metrics
-	m.observe(en.Level, time.Since(en.start).Seconds())
+	took := time.Since(en.start)
+	m.observe(en.Level, took.Seconds())
 	if en.Level == "" {
 		return
+	}
+	for i, s := range en.g.switches {
+		if en.on.has(i) {
+			s.sig.observe(took)
+		}
 	}
 	action := "served"
 	switch {

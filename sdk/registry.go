@@ -2,7 +2,6 @@ package sdk
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"time"
@@ -27,7 +26,8 @@ const (
 // lease and keeps it alive over one long-lived keepalive stream (renewals
 // every LeaseTTL/3); the renewals double as the liveness check behind
 // Stale. After the lease is lost it grants a new one and registers again.
-// The applied revision is written after it changes (see debounceMin).
+// The applied revision is written after it changes (see debounceMin), and
+// fleet-signal reports as reporter.due decides.
 func (c *Client) registry() {
 	defer c.wg.Done()
 	var (
@@ -47,6 +47,11 @@ func (c *Client) registry() {
 	ackPoll := time.NewTimer(debounceMin + rand.N(debounceJitter))
 	defer ackPoll.Stop()
 	var acked int64
+	rep := c.report
+	// reportTimer wakes the registry when a periodic report is due; the
+	// ack poll also checks for follow-up reports.
+	reportTimer := time.NewTimer(c.cfg.ReportInterval)
+	defer reportTimer.Stop()
 
 	rpc := func(f func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(c.ctx, min(c.cfg.DialTimeout, period))
@@ -65,21 +70,36 @@ func (c *Client) registry() {
 			c.freshAt.Store(time.Now().UnixNano())
 		}
 	}
+	// put writes the instance value with a report. After a failed write
+	// an ack is retried at the next poll, a registration (dirty) at the
+	// next poll or keepalive, and the report's changes go out with the next
+	// report, an interval later.
 	put := func() {
 		if lease == 0 {
+			rep.failed(rep.now()) // no key to write until registered
 			return
 		}
-		rev := c.Revision()
+		now := rep.now()
+		d := rep.take(now)
 		err := rpc(func(ctx context.Context) error {
 			_, err := c.etcd.Put(ctx, wire.InstanceKey(c.cfg.Namespace, c.cfg.App, c.cfg.InstanceID),
-				string(c.instanceValue()), clientv3.WithLease(lease))
+				string(d.value), clientv3.WithLease(lease))
 			return err
 		})
 		if err != nil {
 			c.log.Debug("instance registry write failed", "err", err)
+			rep.failed(now)
 			return
 		}
-		dirty, acked = false, rev
+		rep.commit(d, now, d.rev != acked)
+		dirty, acked = false, d.rev
+	}
+	// step asks the report policy and writes when it says so.
+	step := func(ackDue bool) {
+		if rep.due(rep.now(), dirty, ackDue) != reportNone {
+			put()
+		}
+		reportTimer.Reset(max(rep.nextAt.Sub(rep.now()), 0))
 	}
 	register := func() {
 		var id clientv3.LeaseID
@@ -129,17 +149,14 @@ func (c *Client) registry() {
 				lastAck = time.Now()
 				setReachable(true, nil)
 				if dirty {
-					put()
+					step(false)
 				}
 			}
 		case <-ackPoll.C:
 			ackPoll.Reset(debounceMin + rand.N(debounceJitter))
-			if rev := c.Revision(); rev != acked && time.Since(time.Unix(0, c.appliedAt.Load())) >= debounceMin {
-				dirty = true
-			}
-			if dirty {
-				put()
-			}
+			step(c.Revision() != acked && time.Since(time.Unix(0, c.appliedAt.Load())) >= debounceMin)
+		case <-reportTimer.C:
+			step(false)
 		case <-tick.C:
 			if lease == 0 {
 				register()
@@ -150,8 +167,8 @@ func (c *Client) registry() {
 	}
 }
 
-// instanceValue is the JSON of this instance's registry entry.
-func (c *Client) instanceValue() []byte {
+// instance is this instance's registry entry, without a report.
+func (c *Client) instance() wire.Instance {
 	inst := wire.Instance{
 		App:             c.cfg.App,
 		InstanceID:      c.cfg.InstanceID,
@@ -160,21 +177,20 @@ func (c *Client) instanceValue() []byte {
 		AppliedRevision: c.Revision(),
 		StartedAt:       c.startedAt.UTC(),
 		Stats:           map[string]int64{"fallbacks_served": int64(c.fallbacksServed())},
+		ReportInterval:  wire.Duration(c.cfg.ReportInterval),
 	}
 	if at := c.appliedAt.Load(); at != 0 {
 		inst.AppliedAt = time.Unix(0, at).UTC()
 	}
-	b, _ := json.Marshal(inst)
-	return b
+	return inst
 }
 
-// fallbacksServed sums the fallbacks served by Client.On and every handle.
+// fallbacksServed sums the answers given without any published value, by
+// Client.On and by every handle.
 func (c *Client) fallbacksServed() uint64 {
 	n := c.fallbacks.Load()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, s := range c.served {
-		n += s.Load()
+	for _, s := range c.state.Load().sigs {
+		n += s.served.Load()
 	}
 	return n
 }

@@ -61,9 +61,19 @@ type entry struct {
 	on     bool         // decision for this instance (instance hash)
 	gate   bool         // state on and selector matches (key stickiness)
 	keyed  bool         // stickiness "key"
+	off    bool         // fixed and off: Handle.On's inlined answer
 	source Source
 	basis  uint32
 	seed   uint64 // FNV state after app/name/, for request keys
+}
+
+// answer decides for this instance or, with key stickiness, for the
+// request key carried by ctx.
+func (e *entry) answer(ctx context.Context) bool {
+	if e.fixed {
+		return e.on
+	}
+	return e.keyOn(ctx)
 }
 
 // keyOn decides for key stickiness: hash the request key, or fall back to
@@ -76,7 +86,7 @@ func (e *entry) keyOn(ctx context.Context) bool {
 	if !ok {
 		return e.on
 	}
-	return fnvString(e.seed, k)%Buckets < uint64(e.basis)
+	return wire.FNV(e.seed, k)%Buckets < uint64(e.basis)
 }
 
 // state is an immutable snapshot of everything the client knows. It is
@@ -87,6 +97,7 @@ type state struct {
 	items   map[string]*item           // by etcd key, switches, overrides and limits
 	index   map[string]uint32          // switch name -> entries index, stable for the client's lifetime
 	entries []entry                    // by index
+	sigs    []*switchSignals           // by index, as long as entries; shared by every state
 	limits  map[string]*wire.LimitRule // effective rule by resource
 	source  Source                     // SourceLive, SourceSnapshot or SourceNone
 	// dataAt is when the data was last known fresh: the disk snapshot's
@@ -125,11 +136,12 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(se
 		basis = Buckets
 	}
 	e.basis = uint32(basis)
-	e.seed = seedFor(sw.App, sw.Name)
+	e.seed = wire.Seed(sw.App, sw.Name)
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
 	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
-	e.on = e.gate && fnvString(e.seed, instanceID)%Buckets < uint64(e.basis)
+	e.on = e.gate && wire.FNV(e.seed, instanceID)%Buckets < uint64(e.basis)
 	e.fixed = !e.keyed || !e.gate
+	e.off = e.fixed && !e.on
 	return e
 }
 
