@@ -52,7 +52,8 @@ type Config struct {
 	// ReportInterval is how often, at most, the instance reports its fleet
 	// signals (degraded answers, fallbacks served, last reads, degraded-path
 	// latency, limiter decisions, breaker states) on its registry key, and
-	// only when they changed; each report is jittered by ±10 %. An applied
+	// only when they changed; each report comes up to 20 % later, so a fleet
+	// spreads its writes and an instance never writes sooner. An applied
 	// revision is still acknowledged within about a second, with a report,
 	// and a flip's counters follow within 5 s. Default 10s, at least 1s.
 	ReportInterval time.Duration

@@ -19,8 +19,9 @@ import (
 
 const (
 	// reportJitter spreads the periodic reports of a fleet: each is due
-	// ReportInterval ± 10 % after the previous write.
-	reportJitter = 0.1
+	// ReportInterval plus up to 20 % after the previous write, never
+	// sooner, so an instance writes at most once per interval.
+	reportJitter = 0.2
 	// followUpGap and followUpWindow bound the one follow-up report after
 	// an ack: at least followUpGap after it (so the two reports carry
 	// different times, whole seconds, and the console gets a rate), at most
@@ -92,8 +93,7 @@ func newReporter(c *Client, now func() time.Time) *reporter {
 
 // after is when the periodic report following one at t is due.
 func (r *reporter) after(t time.Time) time.Time {
-	spread := time.Duration(float64(r.interval) * reportJitter)
-	return t.Add(r.interval - spread + rand.N(2*spread+1))
+	return t.Add(r.interval + rand.N(time.Duration(float64(r.interval)*reportJitter)+1))
 }
 
 // due is the report policy, the one place that decides when the instance
@@ -107,7 +107,8 @@ func (r *reporter) after(t time.Time) time.Time {
 //     switch that the acked changes touched have moved, between
 //     followUpGap and followUpWindow after the ack: a drill sees degraded
 //     counters rise within 5 s of a flip, not a whole interval later;
-//   - otherwise at most once per report interval (jittered ±10 %), and only
+//   - otherwise at most once per report interval (plus a jitter of up to
+//     20 %, never less), and only
 //     with news: an entry changed since it was last reported, or the last
 //     report had moving counters (this one, with none, tells the console
 //     that their rates fell to zero). Nothing changed: no write.

@@ -36,11 +36,44 @@ type switchSignals struct {
 	name string
 	_    [cacheLine - 4 - 4 - unsafe.Sizeof("")]byte
 
-	degraded  atomic.Uint64 // checks answered on
-	fallbacks atomic.Uint64 // L1 values served by Handle.Fallback
+	degraded  stripedCounter // checks answered on
+	fallbacks atomic.Uint64  // L1 values served by Handle.Fallback
 	served    atomic.Uint64 // answers without any published value (Instance.Stats)
 	latency   [latencyBuckets]atomic.Uint64
-	_         [cacheLine - (3+latencyBuckets)*8%cacheLine]byte
+	_         [cacheLine - (2+latencyBuckets)*8%cacheLine]byte
+}
+
+// stripes is how many cache lines a degraded counter is spread over.
+const stripes = 4
+
+// stripedCounter is a counter that many goroutines add to at once — every
+// request to a switch that is on — spread over cache-line-padded stripes,
+// so cores do not fight over one line. An add picks its stripe from the
+// address of the calling goroutine's stack: free to compute, the same for
+// one goroutine (its line stays in its core's cache), different across
+// goroutines. Load sums the stripes.
+type stripedCounter struct {
+	s [stripes]struct {
+		n atomic.Uint64
+		_ [cacheLine - 8]byte
+	}
+}
+
+// Add adds n.
+func (c *stripedCounter) Add(n uint64) {
+	var here byte
+	// Goroutine stacks are at least 8 KiB apart; mix the bits above that.
+	i := uint64(uintptr(unsafe.Pointer(&here))>>13) * 0x9E3779B97F4A7C15 >> 62
+	c.s[i%stripes].n.Add(n)
+}
+
+// Load returns the sum.
+func (c *stripedCounter) Load() uint64 {
+	var n uint64
+	for i := range c.s {
+		n += c.s[i].n.Load()
+	}
+	return n
 }
 
 // A switchSignals spans whole cache lines: the allocator places an object
