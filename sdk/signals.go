@@ -38,7 +38,7 @@ type switchSignals struct {
 
 	degraded  stripedCounter // checks answered on
 	fallbacks atomic.Uint64  // L1 values served by Handle.Fallback
-	served    atomic.Uint64 // answers without any published value (Instance.Stats)
+	served    atomic.Uint64  // answers without any published value (Instance.Stats)
 	latency   [latencyBuckets]atomic.Uint64
 	_         [cacheLine - (2+latencyBuckets)*8%cacheLine]byte
 }
