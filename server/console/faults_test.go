@@ -56,6 +56,9 @@ func TestCrashBetweenCommitAndPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
+	}
 	// A service without a publisher commits exactly what a console commits
 	// before it would publish: entity, audit event and outbox row.
 	crashed := server.NewService(db, nil)
