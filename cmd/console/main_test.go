@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,7 +129,7 @@ func startAndStop(t *testing.T, bin string, args []string, listen string, use fu
 func TestAuditNeedsExistingDatabase(t *testing.T) {
 	t.Setenv("SWITCHYARD_DATABASE_URL", "")
 	dir := filepath.Join(t.TempDir(), "typo")
-	err := run([]string{"audit", "verify", "--data-dir", dir})
+	err := run([]string{"audit", "verify", "--data-dir", dir}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "no database at") {
 		t.Fatalf("audit verify on a missing database: %v", err)
 	}
