@@ -351,3 +351,49 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 		t.Fatal("shutdown hangs while etcd is down")
 	}
 }
+
+// TestEtcdOutageLongerThanSessionTTL: after an etcd outage that outlasts
+// the election sessions, a change committed during it is in etcd within
+// about a second of etcd answering again. The dead sessions' election keys
+// used to survive the outage (their revoke ran while etcd was down, and a
+// restarted etcd renews every lease it held) and held up every campaign
+// for another TTL; the console's etcd client also waited out gRPC's
+// growing reconnect backoff.
+func TestEtcdOutageLongerThanSessionTTL(t *testing.T) {
+	e := newEnv(t)
+	var logs syncBuffer
+	e.log = slog.New(slog.NewTextHandler(&logs, nil))
+	a := e.start(func(c *console.Config) { c.ConsoleID = "a"; c.PublishWait = 300 * time.Millisecond })
+	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
+	eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
+	mustStatus(t, call(t, a, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
+
+	e.etcd.Stop()
+	down := time.Now()
+	r := mustStatus(t, call(t, a, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken, `{"reason":"during the outage","version":1}`), 200)
+	if r.str("published") != "false" {
+		t.Fatalf("published with etcd down: %s", r.Raw)
+	}
+	// The outage outlasts the session: the leader steps down and gives up
+	// revoking its lease while etcd is away.
+	eventually(t, 15*time.Second, "the leader gave up revoking its lease", func() bool {
+		return strings.Contains(logs.String(), "revoking it when etcd answers")
+	})
+	if a.Scheduler.Leading() || b.Scheduler.Leading() {
+		t.Fatal("a console still leads after its session ended")
+	}
+	e.etcd.Restart()
+	back := time.Now()
+	cli := e.etcd.Client(t) // a fresh client: the test's own may still be backing off
+	eventually(t, 15*time.Second, "the change reaches etcd", func() bool {
+		v, _ := e.etcd.Get(t, cli, wire.SwitchKey("default", "checkout", "pay"))
+		var w wire.Switch
+		return json.Unmarshal([]byte(v), &w) == nil && w.Version == 2
+	})
+	took := time.Since(back)
+	t.Logf("etcd down for %v (session TTL %v): the change made meanwhile was in etcd %v after etcd was back",
+		back.Sub(down).Round(time.Millisecond), a.Config.ElectionTTL, took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Fatalf("publishing resumed %v after etcd was back; want about a second", took)
+	}
+}
