@@ -116,7 +116,10 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	for _, s := range c.settings() {
 		e.Parse(s.env, s.value.Set)
 	}
-	return e.Err()
+	if err := e.Err(); err != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) // one line
+	}
+	return nil
 }
 
 // FromEnv is LoadEnv on the process environment.
@@ -156,38 +159,46 @@ func (v *durationValue) String() string { return time.Duration(*v).String() }
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
 
-// Validate checks the configuration before anything starts.
+// Validate checks the configuration before anything starts. Its error is
+// one line: each problem, naming the flag and variable that set it, joined
+// by "; ".
 func (c *Config) Validate() error {
-	var errs []error
+	var errs []string
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, settingName(flagName)+": "+fmt.Sprintf(format, args...))
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("listen: %q is not host:port", c.Listen))
+		bad("listen", "%q is not host:port", c.Listen)
 	}
 	if !wire.ValidName(c.Namespace) {
-		errs = append(errs, fmt.Errorf("namespace: %q must match %s", c.Namespace, wire.NamePattern))
+		bad("namespace", "%q must match %s", c.Namespace, wire.NamePattern)
 	}
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
-		errs = append(errs, errors.New("data-dir: required for the embedded etcd"))
+		bad("data-dir", "required for the embedded etcd")
 	}
 	if c.DatabaseURL == "" && c.DataDir == "" {
-		errs = append(errs, errors.New("data-dir: required for the embedded SQLite database"))
+		bad("data-dir", "required for the embedded SQLite database")
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		errs = append(errs, errors.New("database-url: must be a postgres:// URL or empty"))
+		bad("database-url", "must be a postgres:// URL or empty")
 	}
 	if c.ReconcileInterval < 100*time.Millisecond {
-		errs = append(errs, errors.New("reconcile-interval: must be at least 100ms"))
+		bad("reconcile-interval", "must be at least 100ms")
 	}
 	if c.PublishWait <= 0 || c.PublishWait > 30*time.Second {
-		errs = append(errs, errors.New("publish-wait: must be between 1ns and 30s"))
+		bad("publish-wait", "must be between 1ns and 30s")
 	}
 	if c.RequestTimeout <= c.PublishWait || c.RequestTimeout > 5*time.Minute {
-		errs = append(errs, errors.New("request-timeout: must be longer than publish-wait and at most 5m"))
+		bad("request-timeout", "must be longer than publish-wait and at most 5m")
 	}
 	if c.ElectionTTL < time.Second || c.ElectionTTL > time.Minute || c.ElectionTTL%time.Second != 0 {
-		errs = append(errs, errors.New("election-ttl: must be whole seconds from 1s to 1m (etcd leases count seconds)"))
+		bad("election-ttl", "must be whole seconds from 1s to 1m (etcd leases count seconds)")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
-		errs = append(errs, errors.New("SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters"))
+		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
 }
