@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,5 +77,36 @@ func TestCampaignBackoffResets(t *testing.T) {
 	// pause before the new campaign at most retryMin.
 	if worst > 2*time.Second {
 		t.Fatalf("re-campaigns slow down: worst %v", worst)
+	}
+}
+
+// TestDeposedLeaderIsFenced: a leader whose session etcd ended without it
+// noticing (a paused or partitioned process, the case a short TTL makes
+// likelier) cannot publish once another scheduler leads: every write is a
+// transaction fenced on the old leader's election key.
+func TestDeposedLeaderIsFenced(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	_, deposed := lead(t, cli)
+	if _, err := cli.Revoke(ctx, electionLeader(t, cli)); err != nil { // as etcd does when the TTL runs out
+		t.Fatal(err)
+	}
+	successor := runScheduler(t, cli, "successor")
+	waitUntil(t, 10*time.Second, "another scheduler leads", successor.Leading)
+
+	db := openDB(t, "")
+	if _, _, err := NewService(db, nil).CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "late", Level: wire.L3, Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
+	if err := pub.Drain(ctx, deposed); !errors.Is(err, errNotLeader) {
+		t.Fatalf("drain under the deposed leader's fence: %v, want errNotLeader", err)
+	}
+	if _, err := pub.Reconcile(ctx, deposed); !errors.Is(err, errNotLeader) {
+		t.Fatalf("reconcile under the deposed leader's fence: %v, want errNotLeader", err)
+	}
+	resp, err := cli.Get(ctx, wire.SwitchKey("default", "checkout", "late"))
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the deposed leader wrote to etcd: %v %v", resp.Kvs, err)
 	}
 }
