@@ -17,36 +17,54 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
 )
 
-// Actor kinds.
+// Actor kinds: people (users and their API tokens), the console's own
+// bookkeeping (system: bootstrap, reconciler), and the leader jobs that act
+// on switches, each as a kind of its own.
 const (
-	ActorUser   = "user"
-	ActorToken  = "token"
-	ActorSystem = "system"
+	ActorUser    = "user"
+	ActorToken   = "token"
+	ActorSystem  = "system"
+	ActorTrigger = "trigger"
+	ActorDrill   = "drill"
+	ActorExpiry  = "expiry"
+	ActorRollout = "rollout"
 )
+
+// ActorKinds lists every actor kind, people first.
+var ActorKinds = []string{ActorUser, ActorToken, ActorSystem, ActorTrigger, ActorDrill, ActorExpiry, ActorRollout}
+
+// IsPerson reports whether kind is a person acting (a user, or a token
+// used by a person or their automation) rather than the console itself.
+// People win: their changes pause the automation acting on a switch.
+func IsPerson(kind string) bool { return kind == ActorUser || kind == ActorToken }
 
 // GenesisHash is the prev_hash of the first event.
 const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // Event is one audited change.
 type Event struct {
-	ID         int64     `gorm:"primaryKey;autoIncrement:false" json:"id"`
-	At         time.Time `json:"at"`
-	Actor      string    `json:"actor"`
-	ActorKind  string    `json:"actor_kind"`
-	Action     string    `json:"action"`
-	Target     string    `json:"target"`
-	Before     string    `json:"before,omitempty"` // JSON of the entity before, "" if none
-	After      string    `json:"after,omitempty"`  // JSON of the entity after, "" if none
-	Reason     string    `json:"reason"`
-	RequestID  string    `json:"request_id,omitempty"`
-	RemoteAddr string    `json:"remote_addr,omitempty"`
-	PrevHash   string    `json:"prev_hash"`
-	Hash       string    `json:"hash"`
+	ID        int64     `gorm:"primaryKey;autoIncrement:false" json:"id"`
+	At        time.Time `json:"at"`
+	Actor     string    `json:"actor"`
+	ActorKind string    `json:"actor_kind"`
+	Action    Action    `json:"action"`
+	Target    string    `json:"target"`
+	Before    string    `json:"before,omitempty"` // JSON of the entity before, "" if none
+	After     string    `json:"after,omitempty"`  // JSON of the entity after, "" if none
+	Reason    string    `json:"reason"`
+	// Cause names what made a job act: the rule or run behind the change
+	// ("trigger/checkout/cpu-high", "drill/checkout/recommend#17").
+	Cause      string `json:"cause,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	RemoteAddr string `json:"remote_addr,omitempty"`
+	PrevHash   string `json:"prev_hash"`
+	Hash       string `json:"hash"`
 }
 
 // TableName pins the table name.
@@ -54,11 +72,15 @@ func (Event) TableName() string { return "audit_events" }
 
 // computeHash is sha256 over the previous hash and a canonical encoding of
 // every field but the hash itself. The encoding is a JSON array, so field
-// boundaries are unambiguous.
+// boundaries are unambiguous. Cause joins the array only when set, so the
+// events written before it existed keep their hashes.
 func (e *Event) computeHash() string {
 	fields := []any{
 		e.ID, e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.ActorKind, e.Action, e.Target,
 		e.Before, e.After, e.Reason, e.RequestID, e.RemoteAddr, e.PrevHash,
+	}
+	if e.Cause != "" {
+		fields = append(fields, e.Cause)
 	}
 	b, _ := json.Marshal(fields) // cannot fail for these types
 	sum := sha256.Sum256(b)
@@ -73,9 +95,7 @@ func Append(tx *gorm.DB, e *Event) error {
 	if e.Actor == "" || e.Action == "" || e.Target == "" {
 		return errors.New("audit: actor, action and target are required")
 	}
-	switch e.ActorKind {
-	case ActorUser, ActorToken, ActorSystem:
-	default:
+	if !slices.Contains(ActorKinds, e.ActorKind) {
 		return fmt.Errorf("audit: unknown actor kind %q", e.ActorKind)
 	}
 	if tx.Dialector.Name() == "postgres" {
@@ -167,7 +187,7 @@ func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
 type Filter struct {
 	Target string
 	Actor  string
-	Action string
+	Action Action
 	Since  time.Time
 	Until  time.Time
 	// BeforeID pages backwards: only events with a smaller id (0 = newest).

@@ -20,7 +20,7 @@ const (
 
 var csvHeader = []string{
 	"id", "at", "actor", "actor_kind", "action", "target", "before", "after",
-	"reason", "request_id", "remote_addr", "prev_hash", "hash",
+	"reason", "request_id", "remote_addr", "prev_hash", "hash", "cause",
 }
 
 // Export writes every event matching f to w in chain order, as JSON lines or
@@ -39,7 +39,7 @@ func Export(ctx context.Context, db *gorm.DB, w io.Writer, format string, f Filt
 		err := Each(ctx, db, f, func(e *Event) error {
 			return cw.Write([]string{
 				strconv.FormatInt(e.ID, 10), e.At.UTC().Format(time.RFC3339Nano), e.Actor, e.ActorKind,
-				e.Action, e.Target, e.Before, e.After, e.Reason, e.RequestID, e.RemoteAddr, e.PrevHash, e.Hash,
+				string(e.Action), e.Target, e.Before, e.After, e.Reason, e.RequestID, e.RemoteAddr, e.PrevHash, e.Hash, e.Cause,
 			})
 		})
 		if err != nil {

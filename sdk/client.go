@@ -187,7 +187,9 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 // snapshot and releases resources. It is safe to call more than once.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.cancel()
+		c.mu.Lock()
+		c.cancel() // under mu: background starts nothing from now on
+		c.mu.Unlock()
 		c.wg.Wait()
 		if c.etcd != nil {
 			c.etcd.Close()
@@ -198,6 +200,22 @@ func (c *Client) Close() error {
 		}
 	})
 	return nil
+}
+
+// background runs f on a goroutine that Close waits for. Once Close has
+// begun it runs nothing and returns false.
+func (c *Client) background(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx.Err() != nil {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
 }
 
 // Ready reports whether live data from etcd has been applied at least once.
@@ -227,6 +245,15 @@ func (c *Client) WaitReady(ctx context.Context) error {
 // or the connection to etcd is lost. The last known state keeps being
 // served either way.
 func (c *Client) Stale() bool { return !c.Ready() || !c.connected() }
+
+// reported is the source to report for an entry of the current state:
+// live data becomes SourceStale while the client is stale.
+func (c *Client) reported(s Source) Source {
+	if s == SourceLive && c.Stale() {
+		return SourceStale
+	}
+	return s
+}
 
 // connected reports whether the watch runs over a ready connection and
 // etcd answers the registry's lease keepalives. A closed or refused

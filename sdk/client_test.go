@@ -359,6 +359,9 @@ func TestOutageKeepsStateAndRecovers(t *testing.T) {
 		if !c.On(ctx, "x") {
 			t.Error("lost last known state during outage")
 		}
+		if src := c.Switch("x").Source(); src != SourceStale {
+			t.Errorf("source during outage = %v, want stale", src)
+		}
 	}
 	t.Logf("stale %v after etcd stopped", time.Since(stopped))
 	srv.Restart()
@@ -374,6 +377,11 @@ func TestOutageKeepsStateAndRecovers(t *testing.T) {
 		}
 		return true
 	})
+	for _, c := range cs {
+		if src := c.Switch("x").Source(); src != SourceLive {
+			t.Errorf("source after recovery = %v, want live", src)
+		}
+	}
 }
 
 func TestInstanceRegistry(t *testing.T) {

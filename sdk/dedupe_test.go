@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,14 +15,18 @@ import (
 // again), and failed keys do not use up the capacity of successful ones.
 func TestDedupeKeepsInFlightAndForgetsFailures(t *testing.T) {
 	d := newDedupe(time.Hour, 2)
+	waiting := make(chan string, 1)
+	d.testHookWait = func(key string) { waiting <- key }
 	ctx := context.Background()
 	var calls atomic.Int32
-	release := make(chan struct{})
+	block := make(chan struct{})
+	release := sync.OnceFunc(func() { close(block) })
+	t.Cleanup(release) // a failed test must not leave "slow" blocked
 	started := make(chan struct{})
 	go d.do(ctx, "slow", func() error {
 		calls.Add(1)
 		close(started)
-		<-release
+		<-block
 		return nil
 	})
 	<-started
@@ -31,12 +36,26 @@ func TestDedupeKeepsInFlightAndForgetsFailures(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dup := make(chan error)
+	dup := make(chan error, 1)
 	go func() { dup <- d.do(ctx, "slow", func() error { calls.Add(1); return nil }) }()
-	time.Sleep(20 * time.Millisecond) // let the duplicate find the flight
-	close(release)
-	if err := <-dup; err != nil {
-		t.Fatal(err)
+	select {
+	case key := <-waiting:
+		if key != "slow" {
+			t.Fatalf("duplicate waits for %q", key)
+		}
+	case err := <-dup:
+		t.Fatalf("duplicate returned %v while the first call was still running", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("duplicate did not wait for the in-flight call within 10s")
+	}
+	release()
+	select {
+	case err := <-dup:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("duplicate still waiting 10s after the first call finished")
 	}
 	if n := calls.Load(); n != 4 {
 		t.Fatalf("enqueue called %d times, want 4 (the in-flight key once)", n)

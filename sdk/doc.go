@@ -9,8 +9,14 @@
 // arrives in the background.
 //
 //	c, err := sdk.New(ctx, sdk.Config{Endpoints: eps, App: "checkout", SnapshotDir: "/var/lib/switchyard"})
-//	recommend := c.Switch("recommend")
-//	if recommend.On(ctx) { /* degraded path */ }
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close()
+//	reviews := c.Switch("reviews") // keep the handle
+//	if reviews.On(ctx) { /* degraded path */ }
+//
+// The package example "Service" shows a whole service.
 //
 // # Value order
 //
@@ -59,7 +65,8 @@
 // re-established, while the gRPC connection to etcd is not ready (at once
 // when etcd stops or the connection is cut), and while the instance
 // lease's keepalives go unanswered (about LeaseTTL/2 + 1 s into a silent
-// partition). The last known state keeps being served.
+// partition). The last known state keeps being served, and Handle.Source
+// reports it as SourceStale ("stale") instead of SourceLive.
 //
 // The applied revision (Client.Revision, the registry's ack) is one
 // through which every change of the watched keys is applied: the client
@@ -78,7 +85,8 @@
 // # Metrics
 //
 // With Config.Registerer set, the client exports (all with const labels
-// namespace, app and instance): switchyard_sdk_switch_on{switch,level,source},
+// namespace, app and instance): switchyard_sdk_switch_on{switch,level,source}
+// (source as Handle.Source reports it),
 // switchyard_sdk_applied_revision, switchyard_sdk_snapshot_age_seconds,
 // switchyard_sdk_watch_connected, switchyard_sdk_stale,
 // switchyard_sdk_update_errors_total{kind=decode|snapshot|watch} and

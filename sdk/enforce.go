@@ -425,7 +425,7 @@ type enforcement struct {
 	mu       sync.Mutex // serializes handle creation and rebuilds
 	limiters sync.Map   // resource -> *Limiter
 	peers    atomic.Int64
-	watching bool // instance watch started; guarded by mu
+	watching bool // watchPeers started; guarded by mu
 	metrics  *enforceMetrics
 }
 
@@ -465,8 +465,7 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 		return
 	}
 	if pub.Scope == wire.ScopeCluster && !e.watching && e.c.etcd != nil {
-		e.watching = true
-		go e.watchPeers()
+		e.watching = e.c.background(e.watchPeers)
 	}
 	rule := ClusterShare(pub, int(e.peers.Load()))
 	old := l.cur.Load()
@@ -527,7 +526,8 @@ func (e *enforcement) setPeers(n int) {
 
 // watchPeers keeps the live instance count of the app from the registry
 // prefix: list, watch from the next revision, re-list after compaction or a
-// broken watch. This instance always counts, registered yet or not.
+// broken watch. This instance always counts, registered yet or not. It
+// runs on the client's wait group (see Client.background) until Close.
 func (e *enforcement) watchPeers() {
 	c := e.c
 	ctx := c.ctx

@@ -53,6 +53,29 @@ func publish(cli *clientv3.Client, key string, v any) {
 	}
 }
 
+// applied returns a function that waits (at most 10 s) until client has
+// applied a change of the named switch or limit resource. Call it before
+// publishing, so the change cannot be missed.
+func applied(client *sdk.Client, name string) (wait func()) {
+	ch := make(chan struct{}, 1)
+	cancel := client.OnChange(func(c sdk.Change) {
+		if c.Name == name {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	})
+	return func() {
+		defer cancel()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			panic(name + " not applied within 10s")
+		}
+	}
+}
+
 // A service wraps its mux once; limit rules and switches published in etcd
 // then act on its requests without a restart.
 func ExampleClient_Middleware() {
@@ -77,11 +100,10 @@ func ExampleClient_Middleware() {
 	defer srv.Close()
 
 	// The console publishes a rule: one order per minute, burst 1.
+	ruleApplied := applied(client, "POST /orders")
 	publish(cli, wire.LimitKey("prod", "checkout", "POST /orders"), wire.LimitRule{App: "checkout", Resource: "POST /orders",
 		Kind: wire.KindTokenBucket, Mode: wire.ModeEnforce, Scope: wire.ScopeInstance, Rate: 1.0 / 60, Burst: 1, Version: 1})
-	for client.Limiter("POST /orders").Rule() == nil {
-		time.Sleep(time.Millisecond)
-	}
+	ruleApplied()
 	for range 2 {
 		resp, _ := http.Post(srv.URL+"/orders", "application/json", nil)
 		resp.Body.Close()
@@ -89,11 +111,10 @@ func ExampleClient_Middleware() {
 	}
 
 	// An operator turns the L4 switch on: reads work, writes fail explicitly.
+	switchApplied := applied(client, "db-readonly")
 	publish(cli, wire.SwitchKey("prod", "checkout", "db-readonly"), wire.Switch{App: "checkout", Name: "db-readonly",
 		Level: wire.L4, State: wire.StateOn, Rollout: wire.Rollout{Percent: 100}, Version: 1})
-	for !readOnly.On(ctx) {
-		time.Sleep(time.Millisecond)
-	}
+	switchApplied()
 	resp, _ := http.Get(srv.URL + "/orders/7")
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -34,6 +34,7 @@ func Default(on bool) Option {
 // Handle is a resolved switch. Keep it and call On on the hot path: it
 // stays valid across updates and costs one atomic load.
 type Handle struct {
+	c        *Client
 	st       *statePtr
 	p        *unsafe.Pointer // &st.p, read directly by On to stay inlinable
 	idx      int             // index into state.entries; always in range (see coverLocked)
@@ -51,7 +52,7 @@ func (c *Client) Switch(name string, opts ...Option) *Handle {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	h := &Handle{st: &c.state, p: &c.state.p, name: name}
+	h := &Handle{c: c, st: &c.state, p: &c.state.p, name: name}
 	switch env, ok := c.env[envName(name)]; {
 	case ok:
 		h.fbOn, h.fbSource = env, SourceEnv
@@ -106,10 +107,11 @@ func (h *Handle) slowOn(ctx context.Context) bool {
 	return h.fbOn
 }
 
-// Source tells where the current answer of On comes from.
+// Source tells where the current answer of On comes from; live data is
+// reported as SourceStale while the client is stale.
 func (h *Handle) Source() Source {
 	if e := h.entry(); e != nil {
-		return e.source
+		return h.c.reported(e.source)
 	}
 	return h.fbSource
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -473,5 +475,74 @@ func TestLimiterShadowGCRADoesNotPace(t *testing.T) {
 	cancel()
 	if _, err := l.Acquire(cctx); err != nil {
 		t.Fatalf("shadow Acquire with an ended context: %v, want no wait and no error", err)
+	}
+}
+
+// lingerWatcher wraps a Watcher: a watch on prefix keeps its channel open
+// for linger after its context ends, as a watch torn down over a slow
+// connection does.
+type lingerWatcher struct {
+	clientv3.Watcher
+	prefix  string
+	linger  time.Duration
+	started chan struct{} // receives once per watch on prefix
+}
+
+func (w *lingerWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := w.Watcher.Watch(ctx, key, opts...)
+	if key != w.prefix {
+		return in
+	}
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case wr, ok := <-in:
+				if !ok {
+					return
+				}
+				select {
+				case out <- wr:
+					continue
+				case <-ctx.Done():
+				}
+			case <-ctx.Done():
+			}
+			<-time.After(w.linger)
+			return
+		}
+	}()
+	select {
+	case w.started <- struct{}{}:
+	default:
+	}
+	return out
+}
+
+// TestCloseStopsPeerWatch: the watch of the live instances behind a
+// cluster-scope rule belongs to the client, and Close returns only after
+// it has ended.
+func TestCloseStopsPeerWatch(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client(t)
+	w := &lingerWatcher{prefix: wire.AppPrefix("test", wire.KindInstances, "checkout"), linger: 2 * time.Second,
+		started: make(chan struct{}, 1)}
+	c := newWrappedTestClient(t, Config{Endpoints: []string{srv.Endpoint}, InstanceID: "self"},
+		func(cli *clientv3.Client) { w.Watcher, cli.Watcher = cli.Watcher, w })
+	l := c.Limiter("POST /orders")
+	r := rule("POST /orders", wire.KindTokenBucket)
+	r.Scope, r.Rate, r.Burst = wire.ScopeCluster, 100, 40
+	putRule(t, cli, "test", r)
+	waitRule(t, l, 1)
+	select {
+	case <-w.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch of the instances within 10s of a cluster-scope rule")
+	}
+	c.Close()
+	buf := make([]byte, 1<<20)
+	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, ".watchPeers(") {
+		t.Fatal("Close returned while the peer watch still runs")
 	}
 }

@@ -53,7 +53,7 @@ func (m *collector) Collect(ch chan<- prometheus.Metric) {
 			continue
 		}
 		e := &s.entries[i]
-		ch <- prometheus.MustNewConstMetric(m.switchState, prometheus.GaugeValue, b2f(e.on), name, string(e.sw.Level), e.source.String())
+		ch <- prometheus.MustNewConstMetric(m.switchState, prometheus.GaugeValue, b2f(e.on), name, string(e.sw.Level), c.reported(e.source).String())
 	}
 	ch <- prometheus.MustNewConstMetric(m.revision, prometheus.GaugeValue, float64(s.rev))
 	fresh := s.dataAt

@@ -510,6 +510,10 @@ type dedupe struct {
 	max   int
 	m     map[string]*flight
 	order []flightRef // insertion order, oldest first
+
+	// testHookWait, when set, is called as a duplicate starts waiting for
+	// an unfinished call of its key.
+	testHookWait func(key string)
 }
 
 type flight struct {
@@ -548,7 +552,11 @@ func (d *dedupe) do(ctx context.Context, key string, fn func() error) error {
 		}
 	}
 	if f, ok := d.m[key]; ok {
+		hook := d.testHookWait
 		d.mu.Unlock()
+		if hook != nil && !f.finished() {
+			hook(key)
+		}
 		select {
 		case <-f.done:
 			return f.err

@@ -34,6 +34,13 @@ type shop struct {
 
 func newShop(t *testing.T, enqueuer Enqueuer) *shop {
 	t.Helper()
+	return startShop(t, enqueuer, nil)
+}
+
+// startShop is newShop; prepare, when set, sees the guard before the
+// server starts (to set test hooks).
+func startShop(t *testing.T, enqueuer Enqueuer, prepare func(*HTTPGuard)) *shop {
+	t.Helper()
 	s := &shop{reg: prometheus.NewRegistry()}
 	s.c, s.cli = etcdClient(t, Config{Registerer: s.reg})
 	mux := http.NewServeMux()
@@ -60,16 +67,18 @@ func newShop(t *testing.T, enqueuer Enqueuer) *shop {
 			}
 			n, _ := s.enq.LoadOrStore(w.Key, new(atomic.Int64))
 			n.(*atomic.Int64).Add(1)
-			time.Sleep(20 * time.Millisecond) // duplicates arrive while it runs
 			return nil
 		})
 	}
-	mw := s.c.Middleware(MiddlewareOptions{
+	guard := s.c.HTTPGuard(MiddlewareOptions{
 		Switches: []*Handle{s.c.Switch("db-readonly"), s.c.Switch("orders-queue"), s.c.Switch("recs-off")},
 		Mux:      mux,
 		Enqueuer: enqueuer,
 	})
-	s.srv = httptest.NewServer(mw(mux))
+	if prepare != nil {
+		prepare(guard)
+	}
+	s.srv = httptest.NewServer(guard.Handler(mux))
 	t.Cleanup(s.srv.Close)
 	return s
 }
@@ -273,9 +282,32 @@ func TestMiddlewareReadOnly(t *testing.T) {
 }
 
 // TestMiddlewareQueueWrites: under L5 32 concurrent writes with 4
-// idempotency keys make exactly 4 Enqueue calls and all get 202.
+// idempotency keys make exactly 4 Enqueue calls and all get 202: the
+// duplicates of a key wait for its Enqueue call, held until every one of
+// them is waiting.
 func TestMiddlewareQueueWrites(t *testing.T) {
-	s := newShop(t, nil)
+	const writes, keys = 32, 4
+	var enq sync.Map // idempotency key -> *atomic.Int64 Enqueue calls
+	block := make(chan struct{})
+	release := sync.OnceFunc(func() { close(block) })
+	t.Cleanup(release)
+	enqueued, waiting := make(chan string, writes), make(chan string, writes)
+	s := startShop(t, EnqueuerFunc(func(ctx context.Context, w QueuedWrite) error {
+		if DegradedLevel(ctx) != wire.L5 {
+			t.Errorf("Enqueue context level = %q", DegradedLevel(ctx))
+		}
+		n, _ := enq.LoadOrStore(w.Key, new(atomic.Int64))
+		n.(*atomic.Int64).Add(1)
+		enqueued <- w.Key
+		select {
+		case <-block:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}), func(g *HTTPGuard) {
+		g.idem.testHookWait = func(key string) { waiting <- key }
+	})
 	s.flip(t, "orders-queue", wire.L5, true)
 	resp, body := s.do(t, "POST", "/orders")
 	if resp.StatusCode != http.StatusBadRequest || decodeProblem(t, resp, body).Reason != ReasonIdempotencyKeyRequired {
@@ -285,9 +317,9 @@ func TestMiddlewareQueueWrites(t *testing.T) {
 		t.Errorf("invalid key: %d", resp.StatusCode)
 	}
 	var wg sync.WaitGroup
-	for i := range 32 {
+	for i := range writes {
 		wg.Go(func() {
-			key := fmt.Sprint("order-", i%4)
+			key := fmt.Sprint("order-", i%keys)
 			resp, body := s.do(t, "POST", "/orders", "Idempotency-Key", key)
 			if resp.StatusCode != http.StatusAccepted || resp.Header.Get("Idempotency-Key") != key {
 				t.Errorf("queued write: %d %v %s", resp.StatusCode, resp.Header, body)
@@ -302,23 +334,40 @@ func TestMiddlewareQueueWrites(t *testing.T) {
 			}
 		})
 	}
+	deadline := time.After(10 * time.Second)
+wait:
+	for calls, dups := 0, 0; calls < keys || dups < writes-keys; {
+		select {
+		case <-enqueued:
+			calls++
+		case <-waiting:
+			dups++
+		case <-deadline:
+			t.Errorf("after 10s: %d Enqueue calls and %d duplicates waiting, want %d and %d", calls, dups, keys, writes-keys)
+			break wait
+		}
+	}
+	release()
 	wg.Wait()
-	keys := 0
-	s.enq.Range(func(k, v any) bool {
-		keys++
-		if n := v.(*atomic.Int64).Load(); n != 1 {
-			t.Errorf("key %v enqueued %d times", k, n)
+	if t.Failed() {
+		t.FailNow()
+	}
+	n := 0
+	enq.Range(func(k, v any) bool {
+		n++
+		if c := v.(*atomic.Int64).Load(); c != 1 {
+			t.Errorf("key %v enqueued %d times", k, c)
 		}
 		return true
 	})
-	if keys != 4 {
-		t.Errorf("%d keys enqueued, want 4", keys)
+	if n != keys {
+		t.Errorf("%d keys enqueued, want %d", n, keys)
 	}
 	// A retry after the fact is answered 202 without a second Enqueue.
 	if resp, _ := s.do(t, "POST", "/orders", "Idempotency-Key", "order-0"); resp.StatusCode != http.StatusAccepted {
 		t.Errorf("retry: %d", resp.StatusCode)
 	}
-	if n, _ := s.enq.Load("order-0"); n.(*atomic.Int64).Load() != 1 {
+	if c, _ := enq.Load("order-0"); c.(*atomic.Int64).Load() != 1 {
 		t.Error("retry enqueued again")
 	}
 	// Reads are served with the level in context; writes never reach the handler.

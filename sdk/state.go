@@ -12,13 +12,18 @@ import (
 // Source says where the answer for a switch comes from.
 type Source uint8
 
-// Sources of a switch's answer, in the order they are tried.
+// Sources of a switch's answer. Live data is tried first, then the disk
+// snapshot, the environment and the Default option.
 const (
 	SourceNone     Source = iota // no value anywhere: the answer is off
 	SourceLive                   // live data from etcd
 	SourceSnapshot               // the disk snapshot, live data not yet seen
 	SourceEnv                    // SWITCHYARD_SWITCH_<APP>_<NAME>
 	SourceDefault                // the Default option of Client.Switch
+	// SourceStale is live data while the client is stale (see
+	// Client.Stale): the last state etcd delivered, kept while etcd cannot
+	// be reached.
+	SourceStale
 )
 
 func (s Source) String() string {
@@ -31,6 +36,8 @@ func (s Source) String() string {
 		return "env"
 	case SourceDefault:
 		return "default"
+	case SourceStale:
+		return "stale"
 	}
 	return "none"
 }

@@ -15,6 +15,9 @@ var (
 	ErrUnauthorized  = errors.New("server: missing or invalid credentials")
 	ErrForbidden     = errors.New("server: forbidden")
 	ErrUnavailable   = errors.New("server: database unavailable")
+	// ErrEtcdUnavailable: what was asked is read from etcd, which did not
+	// answer.
+	ErrEtcdUnavailable = errors.New("server: etcd unavailable")
 )
 
 // ExistsError is ErrAlreadyExists for a create whose name is taken; Field

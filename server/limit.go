@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -35,11 +38,12 @@ func (*LimitRule) nameColumn() string { return "resource" }
 
 // validate checks the stored parameters and description.
 func (r *LimitRule) validate() error {
-	if len(r.Description) > maxDescriptionLen {
-		return invalid("description", "must be at most 2000 characters")
+	var v validator
+	validateText(&v, "description", r.Description, maxDescriptionLen)
+	if err := v.err(); err != nil {
+		return err
 	}
-	w := r.Wire()
-	return validateLimit(w)
+	return validateLimit(r.Wire())
 }
 
 // Wire returns the value published to etcd.
@@ -157,6 +161,11 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 	return &out, nil
 }
 
+// DefaultHalfOpenProbes is how many probes a half-open breaker admits when
+// the rule does not say: more than one, so a single lucky or unlucky call
+// does not decide alone.
+const DefaultHalfOpenProbes = 3
+
 // validateLimit normalizes defaults and checks the rule.
 func validateLimit(r *wire.LimitRule) error {
 	if r.Mode == "" {
@@ -165,10 +174,52 @@ func validateLimit(r *wire.LimitRule) error {
 	if r.Scope == "" {
 		r.Scope = wire.ScopeInstance
 	}
+	if r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0 {
+		r.HalfOpenProbes = DefaultHalfOpenProbes
+	}
 	r.Resource = strings.TrimSpace(r.Resource)
 	var v validator
 	v.addErr("", r.Validate())
+	if v.err() == nil {
+		for _, f := range foreignParams(r) {
+			v.add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
+		}
+	}
 	return v.err()
+}
+
+// kindParams are the parameters each limit kind takes.
+var kindParams = map[string][]string{
+	wire.KindTokenBucket:   {"rate", "burst"},
+	wire.KindSlidingWindow: {"limit", "window"},
+	wire.KindConcurrency:   {"max"},
+	wire.KindGCRA:          {"rate", "max_wait"},
+	wire.KindAdaptive:      {"min", "max", "window"},
+	wire.KindBreaker:       {"error_rate", "slow_call_rate", "slow_call_duration", "min_requests", "window", "open_duration", "max_open_duration", "half_open_probes"},
+}
+
+// foreignParams names the parameters set on r that its kind does not take:
+// they would be stored and published and have no effect. (The console
+// refuses them; SDKs still decode rules published before it did.)
+func foreignParams(r *wire.LimitRule) []string {
+	set := map[string]bool{
+		"rate": r.Rate != 0, "burst": r.Burst != 0, "limit": r.Limit != 0, "window": r.Window != 0,
+		"max": r.Max != 0, "min": r.Min != 0, "max_wait": r.MaxWait != 0, "error_rate": r.ErrorRate != 0,
+		"slow_call_rate": r.SlowCallRate != 0, "slow_call_duration": r.SlowCallDuration != 0,
+		"min_requests": r.MinRequests != 0, "open_duration": r.OpenDuration != 0,
+		"max_open_duration": r.MaxOpenDuration != 0, "half_open_probes": r.HalfOpenProbes != 0,
+	}
+	for _, p := range kindParams[r.Kind] {
+		delete(set, p)
+	}
+	var out []string
+	for name, on := range set {
+		if on {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // spec serializes a validated rule's parameters for storage.
@@ -219,6 +270,40 @@ func failingMember(b []byte, v any) string {
 	return ""
 }
 
+// jsonPath is the JSON path of a field as encoding/json reports it, without
+// the Go names of embedded structs ("LimitRule.rate" is "rate"): every
+// member of this API's JSON is lower case.
+func jsonPath(field string) string {
+	parts := strings.Split(field, ".")
+	out := parts[:0]
+	for _, p := range parts {
+		if p != "" && !unicode.IsUpper(rune(p[0])) {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ".")
+}
+
+// jsonTypeName names a Go type as the JSON a client must send.
+func jsonTypeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "of type " + t.String()
+}
+
 // jsonFieldError turns an encoding/json error into a ValidationError that
 // names the field.
 func jsonFieldError(err error) error {
@@ -228,11 +313,11 @@ func jsonFieldError(err error) error {
 	case errors.As(err, &fe):
 		return &ValidationError{Fields: []*FieldError{fe}}
 	case errors.As(err, &ute):
-		field := ute.Field
+		field := jsonPath(ute.Field)
 		if field == "" {
 			field = "body"
 		}
-		return invalid(field, "must be of type "+ute.Type.String())
+		return invalid(field, "must be "+jsonTypeName(ute.Type))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalid(name, "is not a known field")

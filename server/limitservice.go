@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -28,7 +29,7 @@ func (s *Service) GetLimit(ctx context.Context, app, resource string) (*LimitRul
 func (s *Service) CreateLimit(ctx context.Context, a Actor, app string, in LimitInput) (*LimitRule, Receipt, error) {
 	rule := in.LimitRule
 	rule.App, rule.Version, rule.Resource = app, 0, strings.TrimSpace(rule.Resource)
-	return create(s, ctx, a, outboxLimit, app, rule.Resource, "limit.create", in.Reason, func() (*LimitRule, error) {
+	return create(ctx, s, limitOp(a, app, rule.Resource, audit.LimitCreate, in.Reason, nil), func() (*LimitRule, error) {
 		if err := validateLimit(&rule); err != nil {
 			return nil, err
 		}
@@ -41,7 +42,7 @@ func (s *Service) CreateLimit(ctx context.Context, a Actor, app string, in Limit
 
 // PatchLimit merges new parameters into a rule.
 func (s *Service) PatchLimit(ctx context.Context, a Actor, app, resource string, p LimitPatch) (*LimitRule, Receipt, error) {
-	return update(s, ctx, a, outboxLimit, app, resource, "limit.update", p.Reason, p.Version, func(r *LimitRule) error {
+	return update(ctx, s, limitOp(a, app, resource, audit.LimitUpdate, p.Reason, p.Version), func(r *LimitRule) error {
 		merged, err := p.merge(r.Wire())
 		if err != nil {
 			return err
@@ -57,12 +58,17 @@ func (s *Service) PatchLimit(ctx context.Context, a Actor, app, resource string,
 	})
 }
 
-// SetLimitState turns a rule on (published) or off (withdrawn from etcd).
+// SetLimitState turns a rule on (published) or off (withdrawn from etcd);
+// state must be "on" or "off".
 func (s *Service) SetLimitState(ctx context.Context, a Actor, app, resource, state string, t Toggle) (*LimitRule, Receipt, error) {
+	action := map[string]audit.Action{wire.StateOn: audit.LimitOn, wire.StateOff: audit.LimitOff}[state]
+	if action == "" {
+		return nil, Receipt{}, invalid("state", `must be "on" or "off"`)
+	}
 	if t.Rollout != nil {
 		return nil, Receipt{}, invalid("rollout", "does not apply to limit rules")
 	}
-	return update(s, ctx, a, outboxLimit, app, resource, "limit."+state, t.Reason, t.Version, func(r *LimitRule) error {
+	return update(ctx, s, limitOp(a, app, resource, action, t.Reason, t.Version), func(r *LimitRule) error {
 		r.State = state
 		return nil
 	})
@@ -70,5 +76,10 @@ func (s *Service) SetLimitState(ctx context.Context, a Actor, app, resource, sta
 
 // DeleteLimit deletes a rule; its etcd key is removed by the publisher.
 func (s *Service) DeleteLimit(ctx context.Context, a Actor, app, resource string, c Change) (Receipt, error) {
-	return remove[LimitRule](s, ctx, a, outboxLimit, app, resource, "limit.delete", c)
+	return remove[LimitRule](ctx, s, limitOp(a, app, resource, audit.LimitDelete, c.Reason, c.Version))
+}
+
+// limitOp is the entityOp of a change of limit rule app/resource.
+func limitOp(a Actor, app, resource string, action audit.Action, reason string, version *int64) entityOp {
+	return entityOp{Actor: a, Kind: outboxLimit, App: app, Name: resource, Action: action, Reason: reason, Version: version}
 }

@@ -22,8 +22,9 @@ type KV interface {
 	Txn(ctx context.Context) clientv3.Txn
 }
 
-// errNotLeader means a fenced etcd transaction found another leader.
-var errNotLeader = errors.New("server: lost scheduler leadership")
+// errNotLeader is ErrNotLeader (term.go), as the publisher's fenced etcd
+// transactions find it.
+var errNotLeader = ErrNotLeader
 
 // Fence guards every write of a leader: its transactions succeed only while
 // the leader's election key still exists with the same create revision.

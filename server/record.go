@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
 )
 
 // Record is the bookkeeping every versioned entity carries (embedded so
@@ -86,28 +88,52 @@ func list[T any, P entity[T]](db *gorm.DB, app string, pg Page) ([]T, string, er
 	return out, next, nil
 }
 
+// entityOp names one change of a versioned entity: who, which entity
+// (outbox kind, app and name), what and why, and the version the caller
+// expects (nil: any).
+type entityOp struct {
+	Actor   Actor
+	Kind    string // outbox kind
+	App     string
+	Name    string
+	Action  audit.Action
+	Reason  string
+	Version *int64
+}
+
+// change returns the audited change of op whose write is apply.
+func (op entityOp) change(apply func(tx *gorm.DB) (string, any, any, error)) change {
+	return change{
+		Actor: op.Actor, Action: op.Action, Reason: op.Reason,
+		Publish: entityKey{op.Kind, op.App, op.Name}, Apply: apply,
+	}
+}
+
+// stamp sets the bookkeeping of an entity written by op at version v.
+func (op entityOp) stamp(rec *Record, v int64, now time.Time) {
+	rec.Version, rec.Reason, rec.UpdatedBy, rec.UpdatedAt = v, strings.TrimSpace(op.Reason), op.Actor.Name, now
+}
+
 // create validates and inserts a new entity as version 1.
-func create[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action, reason string, build func() (P, error)) (P, Receipt, error) {
+func create[T any, P entity[T]](ctx context.Context, s *Service, op entityOp, build func() (P, error)) (P, Receipt, error) {
 	var out P
-	rc, err := s.commit(ctx, change{
-		actor: a, action: action, reason: reason, kind: kind, app: app, name: name,
-		apply: func(tx *gorm.DB) (_ string, _, _ any, err error) {
-			if out, err = build(); err != nil {
-				return "", nil, nil, err
-			}
-			if err := out.validate(); err != nil {
-				return "", nil, nil, err
-			}
-			now := s.now()
-			*out.base() = Record{Version: 1, Reason: strings.TrimSpace(reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
-			if err := tx.Create(out).Error; err != nil {
-				return "", nil, nil, err
-			}
-			return out.Target(), nil, out.describe(), nil
-		},
-	})
+	rc, err := s.commit(ctx, op.change(func(tx *gorm.DB) (_ string, _, _ any, err error) {
+		if out, err = build(); err != nil {
+			return "", nil, nil, err
+		}
+		if err := out.validate(); err != nil {
+			return "", nil, nil, err
+		}
+		now := s.now()
+		op.stamp(out.base(), 1, now)
+		out.base().CreatedAt = now
+		if err := tx.Create(out).Error; err != nil {
+			return "", nil, nil, err
+		}
+		return out.Target(), nil, out.describe(), nil
+	}))
 	if errors.Is(err, ErrAlreadyExists) {
-		err = &ExistsError{Field: P(new(T)).nameColumn(), Name: app + "/" + name}
+		err = &ExistsError{Field: P(new(T)).nameColumn(), Name: op.App + "/" + op.Name}
 	}
 	if err != nil {
 		return nil, rc, err
@@ -118,65 +144,64 @@ func create[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, 
 // update loads an entity, lets mutate change a copy, validates it and
 // writes it back guarded by its version: a stale expected version or a
 // concurrent writer gives ErrConflict.
-func update[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action, reason string, expected *int64, mutate func(P) error) (P, Receipt, error) {
-	var out P
-	rc, err := s.commit(ctx, change{
-		actor: a, action: action, reason: reason, kind: kind, app: app, name: name,
-		apply: func(tx *gorm.DB) (string, any, any, error) {
-			cur, err := load[T, P](tx, app, name)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			next := P(new(T))
-			*next = *cur
-			if err := mutate(next); err != nil {
-				return "", nil, nil, err
-			}
-			if err := next.validate(); err != nil {
-				return "", nil, nil, err
-			}
-			old := cur.base()
-			if err := checkVersion(expected, old.Version); err != nil {
-				return "", nil, nil, err
-			}
-			rec := next.base()
-			rec.Version, rec.Reason, rec.UpdatedBy, rec.UpdatedAt = old.Version+1, strings.TrimSpace(reason), a.Name, s.now()
-			res := tx.Model(P(new(T))).Where("id = ? AND version = ?", old.ID, old.Version).
-				Select("*").Omit("id", "created_at").Updates(next)
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
-			}
-			out = next
-			return next.Target(), cur.describe(), next.describe(), nil
-		},
-	})
-	return out, rc, err
+func update[T any, P entity[T]](ctx context.Context, s *Service, op entityOp, mutate func(P) error) (P, Receipt, error) {
+	c, out := updateChange[T, P](s, op, mutate)
+	return commitBuilt(ctx, s, c, out, nil)
+}
+
+// updateChange is the change behind update; *out is the written entity
+// once the change has been applied.
+func updateChange[T any, P entity[T]](s *Service, op entityOp, mutate func(P) error) (change, *P) {
+	out := new(P)
+	return op.change(func(tx *gorm.DB) (string, any, any, error) {
+		cur, err := load[T, P](tx, op.App, op.Name)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		next := P(new(T))
+		*next = *cur
+		if err := mutate(next); err != nil {
+			return "", nil, nil, err
+		}
+		if err := next.validate(); err != nil {
+			return "", nil, nil, err
+		}
+		old := cur.base()
+		if err := checkVersion(op.Version, old.Version); err != nil {
+			return "", nil, nil, err
+		}
+		op.stamp(next.base(), old.Version+1, s.now())
+		res := tx.Model(P(new(T))).Where("id = ? AND version = ?", old.ID, old.Version).
+			Select("*").Omit("id", "created_at").Updates(next)
+		if res.Error != nil {
+			return "", nil, nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+		}
+		*out = next
+		return next.Target(), cur.describe(), next.describe(), nil
+	}), out
 }
 
 // remove deletes an entity guarded by its version.
-func remove[T any, P entity[T]](s *Service, ctx context.Context, a Actor, kind, app, name, action string, c Change) (Receipt, error) {
-	return s.commit(ctx, change{
-		actor: a, action: action, reason: c.Reason, kind: kind, app: app, name: name,
-		apply: func(tx *gorm.DB) (string, any, any, error) {
-			cur, err := load[T, P](tx, app, name)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			old := cur.base()
-			if err := checkVersion(c.Version, old.Version); err != nil {
-				return "", nil, nil, err
-			}
-			res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
-			}
-			return cur.Target(), cur.describe(), nil, nil
-		},
-	})
+func remove[T any, P entity[T]](ctx context.Context, s *Service, op entityOp) (Receipt, error) {
+	return s.commit(ctx, op.change(func(tx *gorm.DB) (string, any, any, error) {
+		cur, err := load[T, P](tx, op.App, op.Name)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		old := cur.base()
+		if err := checkVersion(op.Version, old.Version); err != nil {
+			return "", nil, nil, err
+		}
+		res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))
+		if res.Error != nil {
+			return "", nil, nil, res.Error
+		}
+		if res.RowsAffected == 0 {
+			return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+		}
+		return cur.Target(), cur.describe(), nil, nil
+	}))
 }

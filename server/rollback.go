@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"gorm.io/gorm"
 
@@ -29,7 +28,7 @@ func (s *Service) RollbackTarget(ctx context.Context, app, name string, eventID 
 	if ev.Target != (&Switch{App: app, Name: name}).Target() {
 		return nil, invalid("event", fmt.Sprintf("audit event %d is about %s, not this switch", eventID, ev.Target))
 	}
-	if !strings.HasPrefix(ev.Action, "switch.") {
+	if ev.Action.Entity() != "switch" {
 		return nil, invalid("event", fmt.Sprintf("audit event %d is a %s, not a change of the switch", eventID, ev.Action))
 	}
 	if ev.After == "" {
@@ -50,9 +49,9 @@ func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string,
 	if err != nil {
 		return nil, Receipt{}, err
 	}
-	return s.updateSwitch(ctx, a, app, name, "switch.rollback", c.Reason, c.Version, func(sw *Switch) error {
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchRollback, c.Reason, c.Version), func(sw *Switch) error {
 		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook
-		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = string(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
+		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = fallbackString(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
 		if err := sw.setRollout(v.Rollout); err != nil {
 			return err
 		}

@@ -62,10 +62,16 @@ func count(t *testing.T, db *gorm.DB, table string) int64 {
 	return n
 }
 
+// fieldOf is the request field an error names: the first bad field of a
+// validation error, or the name field of a create whose name is taken.
 func fieldOf(err error) string {
 	var ve *ValidationError
-	if errors.As(err, &ve) {
+	var ee *ExistsError
+	switch {
+	case errors.As(err, &ve):
 		return ve.Fields[0].Field
+	case errors.As(err, &ee):
+		return ee.Field
 	}
 	return ""
 }

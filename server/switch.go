@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
@@ -82,13 +83,14 @@ func (s *Switch) setRollout(r wire.Rollout) error {
 	return nil
 }
 
-// turnOn sets the state on and restarts the expiry clock from max_on; the
-// on-since time is kept when the switch was already on.
+// turnOn sets the state on. Turning on an off switch records the on-since
+// time and starts the expiry clock from max_on; a switch already on keeps
+// both (a rollout change is not a renewal).
 func (s *Switch) turnOn(now time.Time) {
-	if s.State != wire.StateOn {
-		s.TurnedOnAt = &now
+	if s.State == wire.StateOn {
+		return
 	}
-	s.State = wire.StateOn
+	s.State, s.TurnedOnAt = wire.StateOn, &now
 	if d, err := time.ParseDuration(s.MaxOn); err == nil {
 		exp := now.Add(d)
 		s.ExpiresAt = &exp
@@ -96,6 +98,21 @@ func (s *Switch) turnOn(now time.Time) {
 }
 
 func (s *Switch) turnOff() { s.State, s.ExpiresAt, s.TurnedOnAt = wire.StateOff, nil, nil }
+
+// SwitchState is what a staged change may have to put back exactly: a
+// switch's state and rollout and, while it was on, its on-since time and
+// expiry.
+type SwitchState struct {
+	State     string       `json:"state"`
+	Rollout   wire.Rollout `json:"rollout"`
+	OnSince   *time.Time   `json:"on_since,omitempty"`
+	ExpiresAt *time.Time   `json:"expires_at,omitempty"`
+}
+
+// Saved returns the switch's current SwitchState.
+func (s *Switch) Saved() SwitchState {
+	return SwitchState{State: s.State, Rollout: s.Rollout(), OnSince: utcPtr(s.TurnedOnAt), ExpiresAt: utcPtr(s.ExpiresAt)}
+}
 
 // Wire returns the value published to etcd: only what an SDK needs.
 func (s *Switch) Wire() *wire.Switch {
@@ -209,9 +226,7 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 		State: wire.StateOff, MaxOn: in.MaxOn, ExpiryPolicy: in.ExpiryPolicy,
 		RolloutBasis: defaultRolloutBasis, RolloutStickiness: wire.StickyInstance,
 	}
-	if len(in.Fallback) > 0 {
-		s.Fallback = string(in.Fallback)
-	}
+	s.Fallback = fallbackString(in.Fallback)
 	if in.Rollout != nil {
 		if err := s.setRollout(*in.Rollout); err != nil {
 			return nil, err
@@ -243,10 +258,7 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	set(&s.MaxOn, p.MaxOn)
 	set(&s.ExpiryPolicy, p.ExpiryPolicy)
 	if p.Fallback != nil {
-		s.Fallback = string(*p.Fallback)
-		if s.Fallback == "null" {
-			s.Fallback = ""
-		}
+		s.Fallback = fallbackString(*p.Fallback)
 	}
 	if p.Rollout != nil {
 		if err := s.setRollout(*p.Rollout); err != nil {
@@ -263,6 +275,15 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	return nil
 }
 
+// fallbackString is the stored form of a fallback: JSON null and an absent
+// value both mean "no fallback".
+func fallbackString(raw json.RawMessage) string {
+	if t := strings.TrimSpace(string(raw)); t != "null" {
+		return t
+	}
+	return ""
+}
+
 // validate checks every field of s; the error names each bad field.
 func (s *Switch) validate() error {
 	var v validator
@@ -275,13 +296,9 @@ func (s *Switch) validate() error {
 	if !s.Level.Valid() {
 		v.add("level", "must be one of L1, L2, L3, L4, L5")
 	}
-	if len(s.Description) > maxDescriptionLen {
-		v.add("description", "must be at most 2000 characters")
-	}
-	if len(s.Owner) > maxShortFieldLen {
-		v.add("owner", "must be at most 200 characters")
-	}
-	if s.Runbook != "" && !validRunbook(s.Runbook) {
+	validateText(&v, "description", s.Description, maxDescriptionLen)
+	validateText(&v, "owner", s.Owner, maxShortFieldLen)
+	if s.Runbook != "" && (!validRunbook(s.Runbook) || !wire.Printable(s.Runbook)) {
 		v.add("runbook", "must be an http(s) URL or a runbooks/ path")
 	}
 	switch {
@@ -322,14 +339,24 @@ func validRunbook(s string) bool {
 
 // validateReason checks the mandatory reason of every change.
 func validateReason(reason string) error {
-	r := strings.TrimSpace(reason)
-	switch {
-	case r == "":
+	if strings.TrimSpace(reason) == "" {
 		return invalid("reason", "is required: say why you make this change")
-	case len(r) > maxReasonLen:
-		return invalid("reason", "must be at most 1000 characters")
 	}
-	return nil
+	var v validator
+	validateText(&v, "reason", strings.TrimSpace(reason), maxReasonLen)
+	return v.err()
+}
+
+// validateText checks free text shown to people (in the audit log, a
+// terminal, a page): at most max bytes and no control characters, which
+// could rewrite a terminal or forge a log line.
+func validateText(v *validator, field, s string, max int) {
+	switch {
+	case len(s) > max:
+		v.add(field, fmt.Sprintf("must be at most %d characters", max))
+	case !wire.Printable(s):
+		v.add(field, "must not contain control characters (newlines, tabs, escape sequences)")
+	}
 }
 
 func utcPtr(t *time.Time) *time.Time {

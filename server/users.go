@@ -152,32 +152,42 @@ func (s *Service) GetUser(ctx context.Context, id int64) (*User, error) {
 	return &u, nil
 }
 
+// userChange is the audited change of a user: admins only, nothing to
+// publish.
+func userChange(a Actor, action audit.Action, reason string, apply func(tx *gorm.DB) (string, any, any, error)) change {
+	return change{
+		Actor: a, Action: action, Reason: reason,
+		Authorize: func(a Actor) error { return a.mayAdmin("manage users") },
+		Apply:     apply,
+	}
+}
+
 // CreateUser adds a user; only admins may.
 func (s *Service) CreateUser(ctx context.Context, a Actor, in UserInput) (*User, error) {
-	if a.Role != RoleAdmin {
-		return nil, fmt.Errorf("%w: only admins manage users", ErrForbidden)
+	var u *User
+	_, err := s.commit(ctx, userChange(a, audit.UserCreate, in.Reason, func(tx *gorm.DB) (string, any, any, error) {
+		var v validator
+		if !wire.ValidName(in.Username) {
+			v.add("username", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		}
+		validatePassword(&v, in.Password)
+		validateGrants(&v, in.Role, in.Apps)
+		if err := v.err(); err != nil {
+			return "", nil, nil, err
+		}
+		var err error
+		if u, err = s.newUser(in.Username, in.Password, in.Role, in.Apps, a.Name); err != nil {
+			return "", nil, nil, err
+		}
+		return insertUser(tx, u)
+	}))
+	if errors.Is(err, ErrAlreadyExists) {
+		return nil, &ExistsError{Field: "username", Name: "user " + in.Username}
 	}
-	var v validator
-	if !wire.ValidName(in.Username) {
-		v.add("username", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
-	}
-	validatePassword(&v, in.Password)
-	validateGrants(&v, in.Role, in.Apps)
-	if err := v.err(); err != nil {
-		return nil, err
-	}
-	if err := validateReason(in.Reason); err != nil {
-		return nil, err
-	}
-	u, err := s.newUser(in.Username, in.Password, in.Role, in.Apps, a.Name)
 	if err != nil {
 		return nil, err
 	}
-	err = s.tx(ctx, func(tx *gorm.DB) error { return insertUser(tx, a, u, in.Reason) })
-	if errors.Is(err, ErrAlreadyExists) {
-		return nil, &ValidationError{Fields: []*FieldError{{Field: "username", Msg: "is taken"}}}
-	}
-	return u, err
+	return u, nil
 }
 
 func (s *Service) newUser(name, password string, role Role, apps []string, by string) (*User, error) {
@@ -192,34 +202,56 @@ func (s *Service) newUser(name, password string, role Role, apps []string, by st
 	}, nil
 }
 
-func insertUser(tx *gorm.DB, a Actor, u *User, reason string) error {
+func insertUser(tx *gorm.DB, u *User) (string, any, any, error) {
 	if err := tx.Create(u).Error; err != nil {
-		return err
+		return "", nil, nil, err
 	}
-	ev := a.event("user.create", u.Target(), reason)
-	ev.After = jsonString(u.View())
-	return audit.Append(tx, ev)
+	return u.Target(), nil, u.View(), nil
+}
+
+// loadUser reads a user by name, or ErrNotFound.
+func loadUser(tx *gorm.DB, username string) (*User, error) {
+	var u User
+	if err := tx.Where("username = ?", username).Take(&u).Error; err != nil {
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return nil, fmt.Errorf("%w: user %s", ErrNotFound, username)
+		}
+		return nil, err
+	}
+	return &u, nil
+}
+
+// saveUser writes next over cur and, when credentials or powers changed,
+// runs the OnCredentialsChange hooks (which end the user's sessions).
+func (s *Service) saveUser(tx *gorm.DB, cur, next *User) (string, any, any, error) {
+	if err := tx.Model(&User{}).Where("id = ?", cur.ID).Select("*").Omit("id", "created_at").Updates(next).Error; err != nil {
+		return "", nil, nil, err
+	}
+	if next.PasswordHash != cur.PasswordHash || next.Disabled() || next.Role != cur.Role {
+		for _, fn := range s.credentialsChanged {
+			if err := fn(tx, cur.ID); err != nil {
+				return "", nil, nil, err
+			}
+		}
+	}
+	return next.Target(), cur.View(), next.View(), nil
 }
 
 // UpdateUser changes a user's role, grants, password or disabled flag; only
-// admins may, and an admin cannot disable or demote themselves.
+// admins may, and an admin cannot disable or demote themselves. A change of
+// password, role, grants or the disabled flag ends the user's sessions.
 func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p UserPatch) (*User, error) {
-	if a.Role != RoleAdmin {
-		return nil, fmt.Errorf("%w: only admins manage users", ErrForbidden)
-	}
-	if err := validateReason(p.Reason); err != nil {
-		return nil, err
+	action := audit.UserUpdate
+	if p.Password != nil && p.Role == nil && p.Apps == nil && p.Disabled == nil {
+		action = audit.UserPassword
 	}
 	var out *User
-	err := s.tx(ctx, func(tx *gorm.DB) error {
-		var cur User
-		if err := tx.Where("username = ?", username).Take(&cur).Error; err != nil {
-			if errors.Is(err, gorm.ErrRecordNotFound) {
-				return fmt.Errorf("%w: user %s", ErrNotFound, username)
-			}
-			return err
+	_, err := s.commit(ctx, userChange(a, action, p.Reason, func(tx *gorm.DB) (string, any, any, error) {
+		cur, err := loadUser(tx, username)
+		if err != nil {
+			return "", nil, nil, err
 		}
-		next := cur
+		next := *cur
 		now := s.now()
 		if p.Role != nil {
 			next.Role = *p.Role
@@ -244,34 +276,19 @@ func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p Us
 			v.add("role", "you cannot demote or disable yourself; ask another admin")
 		}
 		if err := v.err(); err != nil {
-			return err
+			return "", nil, nil, err
 		}
-		action := "user.update"
 		if p.Password != nil {
 			hash, err := hashPassword(*p.Password)
 			if err != nil {
-				return invalid("password", err.Error())
+				return "", nil, nil, invalid("password", err.Error())
 			}
 			next.PasswordHash, next.PasswordChangedAt = hash, now
-			if p.Role == nil && p.Apps == nil && p.Disabled == nil {
-				action = "user.password"
-			}
 		}
 		next.UpdatedAt = now
-		if err := tx.Model(&User{}).Where("id = ?", cur.ID).Select("*").Omit("id", "created_at").Updates(&next).Error; err != nil {
-			return err
-		}
-		if p.Password != nil || next.Disabled() || next.Role != cur.Role {
-			// Credentials or powers changed: end the user's other sessions.
-			if err := tx.Exec("DELETE FROM web_sessions WHERE user_id = ?", cur.ID).Error; err != nil {
-				return err
-			}
-		}
-		ev := a.event(action, next.Target(), p.Reason)
-		ev.Before, ev.After = jsonString(cur.View()), jsonString(next.View())
 		out = &next
-		return audit.Append(tx, ev)
-	})
+		return s.saveUser(tx, cur, &next)
+	}))
 	return out, err
 }
 
@@ -317,9 +334,8 @@ func (s *Service) bootstrapAdmin(ctx context.Context, token string) (*User, erro
 		return nil, err
 	}
 	// Two racing first sign-ins: the unique username lets one win.
-	err = s.tx(ctx, func(tx *gorm.DB) error {
-		return insertUser(tx, a, u, "first sign-in with the bootstrap admin token")
-	})
+	_, err = s.commit(ctx, userChange(a, audit.UserCreate, "first sign-in with the bootstrap admin token",
+		func(tx *gorm.DB) (string, any, any, error) { return insertUser(tx, u) }))
 	if err != nil {
 		if errors.Is(err, ErrAlreadyExists) {
 			err = ErrUnauthorized
@@ -327,6 +343,12 @@ func (s *Service) bootstrapAdmin(ctx context.Context, token string) (*User, erro
 		return nil, err
 	}
 	return u, nil
+}
+
+// UserByName returns one user by username.
+func (s *Service) UserByName(ctx context.Context, username string) (*User, error) {
+	u, err := loadUser(s.db.WithContext(ctx), username)
+	return u, mapDBError(err)
 }
 
 // CountUsers returns how many users exist (0 before the first sign-in).
@@ -360,18 +382,16 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, a Actor, current, next 
 	if err != nil {
 		return invalid("password", err.Error())
 	}
-	return s.tx(ctx, func(tx *gorm.DB) error {
-		before := jsonString(u.View())
-		now := s.now()
-		if err := tx.Model(&User{}).Where("id = ?", u.ID).Updates(map[string]any{"password_hash": hash, "password_changed_at": now, "updated_at": now}).Error; err != nil {
-			return err
-		}
-		if err := tx.Exec("DELETE FROM web_sessions WHERE user_id = ?", u.ID).Error; err != nil {
-			return err
-		}
-		u.PasswordChangedAt, u.UpdatedAt = now, now
-		ev := a.event("user.password", u.Target(), "changed own password")
-		ev.Before, ev.After = before, jsonString(u.View())
-		return audit.Append(tx, ev)
+	// A person may change their own password: the change is theirs, not an
+	// admin's, so it authorizes itself.
+	_, err = s.commit(ctx, change{
+		Actor: a, Action: audit.UserPassword, Reason: "changed own password",
+		Authorize: func(Actor) error { return nil },
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			next := *u
+			next.PasswordHash, next.PasswordChangedAt, next.UpdatedAt = hash, s.now(), s.now()
+			return s.saveUser(tx, u, &next)
+		},
 	})
+	return err
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"io"
 	"reflect"
 	"strings"
@@ -67,5 +69,26 @@ func TestParseConfigErrors(t *testing.T) {
 				t.Errorf("err = %v, want it to mention %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestHelp: -h prints every flag once, and no help text contradicts the
+// default printed after it.
+func TestHelp(t *testing.T) {
+	var usage strings.Builder
+	if _, err := parseConfig([]string{"-h"}, func(string) string { return "" }, &usage); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: err = %v, want flag.ErrHelp", err)
+	}
+	help := usage.String()
+	for _, want := range []string{
+		`directory of the disk snapshot; --snapshot-dir="" keeps none (default "./agent-data")`,
+		`keep it on loopback, the API has no authentication (default "127.0.0.1:8090")`,
+	} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, ") (default") {
+		t.Errorf("help stacks a parenthesis before the default:\n%s", help)
 	}
 }

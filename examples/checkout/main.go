@@ -6,8 +6,11 @@
 //	GET  /products/{id}   L1 "recommendations" serves the switch's fallback list,
 //	                      L3 "reviews" leaves the reviews out
 //	POST /orders          L4 "orders-read-only" answers 503 read_only,
-//	                      L5 "orders-queue" answers 202 and applies the order later
+//	                      L5 "orders-queue" answers 202 and applies the order later;
+//	                      it needs an Idempotency-Key header (400 without one)
 //	GET  /orders          reads keep working under L4 and L5
+//
+// The README's quickstart creates each switch and turns it on with curl.
 //
 // Limit rules published for "GET /products/{id}" or "POST /orders" are
 // enforced by the same middleware (429 with Retry-After). Metrics are on

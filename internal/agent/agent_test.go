@@ -265,3 +265,41 @@ func TestReadiness(t *testing.T) {
 		t.Errorf("metrics lack the SDK's series:\n%.500s", body)
 	}
 }
+
+// TestEtcdDownReportsStale: while etcd is down the agent keeps answering
+// with the last known state, and every answer says it is stale, not live.
+func TestEtcdDownReportsStale(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	putSwitch(t, etcd.Client(t), wire.Switch{App: app, Name: "recommend", Level: wire.L3, State: wire.StateOn,
+		Rollout: wire.Rollout{Percent: 100}, Version: 1})
+	url := start(t, etcd.Endpoint)
+	var rd readiness
+	eventually(t, "live", func() bool {
+		get(t, url+"/readyz", &rd)
+		return rd.Live && !rd.Stale
+	})
+
+	etcd.Stop()
+	eventually(t, "stale", func() bool {
+		get(t, url+"/readyz", &rd)
+		return rd.Stale
+	})
+	var list struct {
+		Stale    bool            `json:"stale"`
+		Switches []switchSummary `json:"switches"`
+	}
+	get(t, url+"/v1/switches", &list)
+	if !list.Stale || len(list.Switches) != 1 || !list.Switches[0].On || list.Switches[0].Source != "stale" {
+		t.Errorf("listing while etcd is down = %+v, want the switch on with source stale", list)
+	}
+	var ans switchAnswer
+	if get(t, url+"/v1/switches/recommend", &ans); !ans.On || ans.Source != "stale" {
+		t.Errorf("answer while etcd is down = %+v, want on with source stale", ans)
+	}
+
+	etcd.Restart()
+	eventually(t, "live again", func() bool {
+		get(t, url+"/v1/switches/recommend", &ans)
+		return ans.Source == "live"
+	})
+}

@@ -40,9 +40,9 @@ func DefaultConfig() Config {
 // AddFlags registers the configuration's flags on fs, with the current
 // values as defaults.
 func (c *Config) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address (keep it on loopback: the API has no authentication)")
-	envconf.ListVar(fs, &c.EtcdEndpoints, "etcd-endpoints", "comma-separated etcd endpoints (empty: offline, answer from the snapshot and environment)")
-	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address; keep it on loopback, the API has no authentication")
+	envconf.ListVar(fs, &c.EtcdEndpoints, "etcd-endpoints", "comma-separated etcd endpoints; without any the agent runs offline on the snapshot and the environment")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace: the deployment environment")
 	fs.StringVar(&c.App, "app", c.App, "app whose switches and limit rules are served (required)")
 	fs.StringVar(&c.InstanceID, "instance-id", c.InstanceID, "instance id for the rollout hash and the instance registry (default <hostname>-<pid>)")
 	fs.Func("labels", "instance labels matched by rollout selectors, k=v,k2=v2", func(s string) error {
@@ -53,7 +53,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 		c.Labels = l
 		return nil
 	})
-	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, "directory of the disk snapshot (empty: none)")
+	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, `directory of the disk snapshot; --snapshot-dir="" keeps none`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 }
 

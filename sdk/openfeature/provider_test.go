@@ -20,11 +20,6 @@ const ns, app = "test", "shop"
 func TestProviderThroughOpenFeatureClient(t *testing.T) {
 	srv := etcdtest.Start(t)
 	cli := srv.Client(t)
-	c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app, InstanceID: "i-1", LeaseTTL: 3 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
 	publish := func(sw wire.Switch) {
 		t.Helper()
 		b, _ := json.Marshal(sw)
@@ -35,13 +30,20 @@ func TestProviderThroughOpenFeatureClient(t *testing.T) {
 	publish(wire.Switch{App: app, Name: "recommend", Level: wire.L3, State: wire.StateOn, Rollout: wire.Rollout{Percent: 100}, Version: 4})
 	publish(wire.Switch{App: app, Name: "beta", Level: wire.L1, State: wire.StateOn, Rollout: wire.Rollout{Percent: 50, Stickiness: wire.StickyKey}, Version: 1})
 	publish(wire.Switch{App: app, Name: "legacy", Level: wire.L4, State: wire.StateOff, Rollout: wire.Rollout{Percent: 100}, Version: 1})
+	// Published before the client starts: its first listing, which
+	// WaitReady waits for, holds all three.
+	c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{srv.Endpoint}, Namespace: ns, App: app, InstanceID: "i-1", LeaseTTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := c.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for c.Switch("legacy").Value() == nil {
-		time.Sleep(5 * time.Millisecond)
+	if c.Switch("legacy").Value() == nil {
+		t.Fatal("the first listing lacks a switch published before the client started")
 	}
 
 	p := sof.NewProvider(c)

@@ -17,6 +17,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Root is the key prefix shared by every Switchyard key.
@@ -352,8 +354,8 @@ func (r *LimitRule) Validate() error {
 	if !ValidApp(r.App) {
 		return &FieldError{Field: "app", Msg: "invalid app name"}
 	}
-	if r.Resource == "" || len(r.Resource) > 200 || strings.ContainsAny(r.Resource, "\x00\n\r\t") {
-		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters"}
+	if r.Resource == "" || len(r.Resource) > 200 || !Printable(r.Resource) {
+		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters (no control characters)"}
 	}
 	switch r.Mode {
 	case ModeEnforce, ModeShadow:
@@ -410,14 +412,14 @@ func (r *LimitRule) Validate() error {
 		}
 		return nil
 	case KindBreaker:
-		if r.ErrorRate <= 0 && r.SlowCallRate <= 0 {
-			return &FieldError{Field: "error_rate", Msg: "error_rate or slow_call_rate must be set"}
-		}
 		if r.ErrorRate < 0 || r.ErrorRate > 1 {
-			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1"}
+			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
 		}
 		if r.SlowCallRate < 0 || r.SlowCallRate > 1 {
-			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1"}
+			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
+		}
+		if r.ErrorRate == 0 && r.SlowCallRate == 0 {
+			return &FieldError{Field: "error_rate", Msg: "is required unless slow_call_rate is set: a breaker needs a rate to trip on"}
 		}
 		if r.SlowCallRate > 0 && r.SlowCallDuration <= 0 {
 			return &FieldError{Field: "slow_call_duration", Msg: "is required with slow_call_rate"}
@@ -458,8 +460,92 @@ type Instance struct {
 	AppliedRevision int64             `json:"applied_revision"`
 	AppliedAt       time.Time         `json:"applied_at"`
 	StartedAt       time.Time         `json:"started_at"`
-	// Stats are counters the SDK reports (degraded answers, rejections …).
+	// Stats are the counters of SDKs before fleet signals:
+	// "fallbacks_served" counts answers given without any published value
+	// (environment, code default or off). Kept for older consoles.
 	Stats map[string]int64 `json:"stats,omitempty"`
+	// ReportInterval is how often the instance reports its signals when
+	// they change (absent from older SDKs, which send no Report).
+	ReportInterval Duration `json:"report_interval,omitempty"`
+	// Report carries the instance's fleet signals; nil from older SDKs.
+	Report *Report `json:"report,omitempty"`
+}
+
+// MaxReportBytes bounds the JSON of an instance value with its report,
+// whatever the number of switches: entries that do not fit wait for the
+// next report (Report.Pending counts them).
+const MaxReportBytes = 16 << 10
+
+// Report is what an instance tells the console about its traffic. Counters
+// are cumulative since the instance started, so a report that is lost or
+// superseded loses nothing. A report holds only the entries that changed
+// since they were last reported: a switch or rule absent from it has not
+// changed (unless Pending says some changes did not fit).
+type Report struct {
+	// At is when the report was taken, in unix seconds.
+	At int64 `json:"at"`
+	// Switches are the signals of switches this instance evaluated, by name.
+	Switches map[string]SwitchSignal `json:"switches,omitempty"`
+	// Limits are the signals of limit rules this instance enforced, by
+	// resource.
+	Limits map[string]LimitSignal `json:"limits,omitempty"`
+	// Pending counts changed entries left for the next report to keep the
+	// value within MaxReportBytes.
+	Pending int `json:"pending,omitempty"`
+}
+
+// SwitchSignal is one switch's signals at one instance.
+type SwitchSignal struct {
+	// Degraded counts checks answered "on" (degraded), since start.
+	Degraded uint64 `json:"d,omitempty"`
+	// Fallbacks counts L1 fallback values served (Handle.Fallback), since
+	// start.
+	Fallbacks uint64 `json:"f,omitempty"`
+	// LastRead is when the switch was last checked, in unix seconds; it is
+	// coarse (sampled when reports are taken).
+	LastRead int64 `json:"r,omitempty"`
+	// Latency counts the degraded requests the SDK middleware served for
+	// this switch per LatencyBuckets bucket (the last one is above every
+	// bound), since start; absent when there were none.
+	Latency []uint64 `json:"l,omitempty"`
+}
+
+// LatencyBuckets are the upper bounds of the degraded-path latency
+// histogram in SwitchSignal.Latency; a final bucket counts slower requests.
+var LatencyBuckets = []time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	20 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2 * time.Second,
+}
+
+// LimitSignal is one limit rule's signals at one instance, since start.
+type LimitSignal struct {
+	Allowed uint64 `json:"a,omitempty"`
+	// Rejected counts requests refused in enforce mode.
+	Rejected uint64 `json:"x,omitempty"`
+	// ShadowRejected counts requests a shadow-mode rule would have refused.
+	ShadowRejected uint64 `json:"s,omitempty"`
+	// Breaker is the state of a breaker rule: closed, open or half_open.
+	Breaker string `json:"b,omitempty"`
+}
+
+// Breaker states in LimitSignal.Breaker.
+const (
+	BreakerClosed   = "closed"
+	BreakerOpen     = "open"
+	BreakerHalfOpen = "half_open"
+)
+
+// Printable reports whether s holds no control characters (ANSI escapes,
+// newlines, NUL …), so it is safe to show in a terminal, a log line or a
+// web page.
+func Printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
 
 // FieldError is a validation error naming the offending field.

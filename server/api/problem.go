@@ -24,6 +24,10 @@ type Problem struct {
 	RequestID string              `json:"request_id,omitempty"`
 }
 
+// StatusClientClosedRequest is the status logged for a request whose
+// client disconnected before the answer (nginx's 499).
+const StatusClientClosedRequest = 499
+
 // ProblemContentType is the media type of problem documents.
 const ProblemContentType = "application/problem+json"
 
@@ -38,6 +42,11 @@ var (
 func ProblemFor(err error) Problem {
 	var ve *server.ValidationError
 	switch {
+	case errors.Is(err, context.Canceled):
+		// The client went away: nobody reads this answer, and it is not a
+		// failure of the console (whatever the database call it cut short
+		// says about itself).
+		return Problem{Type: "/problems/client-closed", Title: "Client closed the request", Status: StatusClientClosedRequest}
 	case errors.As(err, &ve):
 		p := Problem{Type: "/problems/validation", Title: "Invalid request", Status: http.StatusBadRequest, Detail: ve.Error()}
 		for _, f := range ve.Fields {
@@ -70,6 +79,8 @@ func ProblemFor(err error) Problem {
 			Detail: "the database did not answer within the request timeout; read the current state (versions tell) before retrying a change"}
 	case errors.Is(err, server.ErrUnavailable):
 		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "nothing was changed; retry when the database is back"}
+	case errors.Is(err, server.ErrEtcdUnavailable):
+		return Problem{Type: "/problems/etcd-unavailable", Title: "etcd unavailable", Status: http.StatusServiceUnavailable, Detail: Clean(err)}
 	}
 	return Problem{Type: "about:blank", Title: "Internal error", Status: http.StatusInternalServerError}
 }

@@ -13,8 +13,8 @@ import (
 
 // snapshot counts everything a rejected request must leave untouched.
 type snapshot struct {
-	switches, limits, audit, tokens, outbox int64
-	etcdKeys                                int64
+	switches, limits, audit, tokens, users, outbox int64
+	etcdKeys                                       int64
 }
 
 func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
@@ -30,7 +30,7 @@ func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
 		}
 		return n
 	}
-	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("outbox"), resp.Count}
+	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("users"), count("outbox"), resp.Count}
 }
 
 // TestBadInput sends requests that must each be refused with the right
@@ -45,6 +45,9 @@ func TestBadInput(t *testing.T) {
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"GET /search","kind":"concurrency","max":4,"reason":"seed"}`), 201)
 	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
 	opTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"ops","role":"operator","apps":["payments"],"reason":"payments team"}`), 201).str("token")
+	mustStatus(t, call(t, c, "POST", "/api/v1/users", adminToken, `{"username":"olga","password":"olga-password-1","role":"viewer","reason":"seed"}`), 201)
+	lim := "/api/v1/apps/checkout/limits"
+	users := "/api/v1/users"
 
 	bigFallback := `{"name":"big","level":"L1","reason":"r","fallback":"` + strings.Repeat("x", 65*1024) + `"}`
 	hugeBody := `{"name":"huge","level":"L3","reason":"` + strings.Repeat("x", 1<<20) + `"}`
@@ -98,6 +101,26 @@ func TestBadInput(t *testing.T) {
 		{"breaker rate above 1", "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"dep","kind":"breaker","error_rate":1.5,"min_requests":10,"window":"10s","open_duration":"5s","half_open_probes":1,"reason":"r"}`, 400, "error_rate", nil},
 		{"limit patch resource", "PATCH", "/api/v1/apps/checkout/limits/GET%20%2Fsearch", adminToken, `{"reason":"r","resource":"x"}`, 400, "resource", nil},
 		{"audit bad since", "GET", "/api/v1/audit?since=yesterday", adminToken, "", 400, "since", nil},
+		{"L1 with null fallback", "POST", sw, adminToken, `{"name":"a","level":"L1","reason":"r","fallback":null}`, 400, "fallback", nil},
+		{"resource with an ANSI escape", "POST", lim, adminToken, `{"resource":"GET /a\u001b[2Jb","kind":"concurrency","max":3,"reason":"r"}`, 400, "resource", nil},
+		{"reason with an ANSI escape", "POST", sw + "/search/on", adminToken, `{"reason":"ok\u001b[2J"}`, 400, "reason", nil},
+		{"reason with a newline", "POST", sw + "/search/on", adminToken, `{"reason":"ok\nforged line"}`, 400, "reason", nil},
+		{"description with a control character", "POST", sw, adminToken, `{"name":"a","level":"L3","description":"x\u0007","reason":"r"}`, 400, "description", nil},
+		{"owner with a control character", "PATCH", sw + "/search", adminToken, `{"owner":"\u001b]0;pwned\u0007","reason":"r"}`, 400, "owner", nil},
+		{"limit rate of the wrong type", "POST", lim, adminToken, `{"resource":"GET /t","kind":"token_bucket","rate":"fast","burst":1,"reason":"r"}`, 400, "rate", nil},
+		{"breaker negative error rate", "POST", lim, adminToken, `{"resource":"dep","kind":"breaker","error_rate":-0.1,"min_requests":10,"window":"10s","open_duration":"5s","reason":"r"}`, 400, "error_rate", nil},
+		{"limit parameter of another kind", "POST", lim, adminToken, `{"resource":"GET /t","kind":"token_bucket","rate":5,"burst":5,"max":3,"reason":"r"}`, 400, "max", nil},
+		{"duplicate token name", "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"r"}`, 409, "name", nil},
+		{"user short password", "POST", users, adminToken, `{"username":"bob","password":"short","role":"viewer","reason":"r"}`, 400, "password", nil},
+		{"user bad name", "POST", users, adminToken, `{"username":"Bob Smith","password":"long-enough-1","role":"viewer","reason":"r"}`, 400, "username", nil},
+		{"user operator without apps", "POST", users, adminToken, `{"username":"bob","password":"long-enough-1","role":"operator","reason":"r"}`, 400, "apps", nil},
+		{"user without reason", "POST", users, adminToken, `{"username":"bob","password":"long-enough-1","role":"viewer"}`, 400, "reason", nil},
+		{"duplicate user", "POST", users, adminToken, `{"username":"olga","password":"long-enough-1","role":"viewer","reason":"r"}`, 409, "username", nil},
+		{"user unknown field", "PATCH", users + "/olga", adminToken, `{"email":"o@x","reason":"r"}`, 400, "email", nil},
+		{"user bad role", "PATCH", users + "/olga", adminToken, `{"role":"root","reason":"r"}`, 400, "role", nil},
+		{"unknown user", "PATCH", users + "/nobody", adminToken, `{"disabled":true,"reason":"r"}`, 404, "", nil},
+		{"viewer lists users", "GET", users, viewerTok, "", 403, "", nil},
+		{"operator creates a user", "POST", users, opTok, `{"username":"bob","password":"long-enough-1","role":"viewer","reason":"r"}`, 403, "", nil},
 	}
 	before := e.snapshot(t, c.DB)
 	for _, tc := range cases {

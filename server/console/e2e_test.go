@@ -67,7 +67,7 @@ func TestEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(events) != i+1 || events[0].Action != s.action || events[0].Reason != s.reason || events[0].Actor != "token:bootstrap" {
+		if len(events) != i+1 || string(events[0].Action) != s.action || events[0].Reason != s.reason || events[0].Actor != "token:bootstrap#1" {
 			t.Fatalf("step %d: audit has %d events, newest %+v", i, len(events), events[0])
 		}
 	}

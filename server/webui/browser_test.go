@@ -2,12 +2,14 @@ package webui_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -234,7 +236,7 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
-	t.Run("keyboard focus is visible and phone width fits", func(t *testing.T) {
+	t.Run("keyboard focus is visible and layouts fit", func(t *testing.T) {
 		op.t = t
 		op.do("open the switch list", chromedp.Navigate(op.base+"/ui/switches"), chromedp.WaitVisible(chromedp.CSS(`main`)))
 		op.do("tab", chromedp.KeyEvent("\t"))
@@ -246,36 +248,104 @@ func TestBrowser(t *testing.T) {
 		if n != "0" {
 			t.Errorf("%s controls are out of the tab order", n)
 		}
-		op.do("phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(op.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`main`)))
-		if w := op.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
-			t.Errorf("overview at 390 px is %s px wide", w)
+
+		if _, _, err := c.Service.CreateLimit(ctx, admin, "checkout", server.LimitInput{LimitRule: wire.LimitRule{Resource: "POST /orders", Kind: wire.KindTokenBucket, Rate: 200, Burst: 50}, Reason: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+		inst, _ := json.Marshal(wire.Instance{App: "checkout", InstanceID: "checkout-1", SDKVersion: "v0.9.0", Labels: map[string]string{"zone": "a"}})
+		if _, err := c.Etcd.Put(ctx, wire.InstanceKey(c.Config.Namespace, "checkout", "checkout-1"), string(inst)); err != nil {
+			t.Fatal(err)
+		}
+		editor := op.base + "/ui/limits/edit?app=checkout&resource=POST+%2Forders"
+		// fits: the selected choice of "Key by" is not cut off.
+		const fits = `(() => { const s = document.querySelector('select[name="key_by.source"]'), m = document.createElement("span");
+			m.style.font = getComputedStyle(s).font; m.style.whiteSpace = "nowrap"; m.textContent = s.options[s.selectedIndex].text;
+			document.body.append(m); const need = m.getBoundingClientRect().width + 36; m.remove();
+			return String(need <= s.getBoundingClientRect().width) })()`
+		const keyParams = `[...document.querySelectorAll("[data-keyby]")].map(e => e.hidden ? "-" : e.querySelector("input").name).join(" ")`
+		for _, vp := range [][2]int64{{1280, 800}, {390, 844}} {
+			op.do("limit editor", chromedp.EmulateViewport(vp[0], vp[1]), chromedp.Navigate(editor), chromedp.WaitVisible(chromedp.CSS(`select[name="key_by.source"]`)))
+			if op.eval(fits) != "true" {
+				t.Errorf("at %d px the Key by choice %q is cut off", vp[0], op.eval(`document.querySelector('select[name="key_by.source"]').selectedOptions[0].text`))
+			}
+			if got := op.eval(keyParams); got != "- - -" {
+				t.Errorf("at %d px, keyed by nothing, the key parameters show: %q", vp[0], got)
+			}
+			if w := op.eval(`String(document.documentElement.scrollWidth)`); w != strconv.FormatInt(vp[0], 10) {
+				t.Errorf("the limit editor at %d px is %s px wide", vp[0], w)
+			}
+		}
+		op.do("key by a header", chromedp.SetValue(chromedp.CSS(`select[name="key_by.source"]`), "header"),
+			chromedp.Evaluate[chromedp.Void](`document.querySelector('select[name="key_by.source"]').dispatchEvent(new Event("change", {bubbles: true}))`))
+		if got := op.eval(keyParams); got != "key_by.name key_by.max_keys key_by.ttl" {
+			t.Errorf("keyed by a header, the key parameters are %q", got)
+		}
+
+		// Phone cards say what each value is.
+		for path, label := range map[string]string{"/ui/limits": "Kind", "/ui/instances": "SDK", "/ui/": "Kind"} {
+			op.do("phone "+path, chromedp.Navigate(op.base+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+			if w := op.eval(`String(document.documentElement.scrollWidth)`); w != "390" {
+				t.Errorf("%s at 390 px is %s px wide", path, w)
+			}
+			got := op.eval(`(() => { const td = document.querySelector('main td[data-label="` + label + `"]'); return td ? getComputedStyle(td, "::before").content : "no cell" })()`)
+			if !strings.Contains(got, label) {
+				t.Errorf("the phone card of %s labels its %s cell %s", path, label, got)
+			}
 		}
 		op.do("desktop width", chromedp.EmulateViewport(1280, 800))
 	})
 
 	t.Run("three clicks to 100 percent", func(t *testing.T) {
 		op.t = t
-		if _, _, err := c.Service.CreateSwitch(ctx, admin, "search", server.SwitchInput{Name: "ads", Level: wire.L4, Reason: "seed"}); err != nil {
-			t.Fatal(err)
+		for _, name := range []string{"ads", "banners"} {
+			if _, _, err := c.Service.CreateSwitch(ctx, admin, "search", server.SwitchInput{Name: name, Level: wire.L4, Reason: "seed"}); err != nil {
+				t.Fatal(err)
+			}
 		}
-		op.do("open the switch list", chromedp.Navigate(op.base+"/ui/switches?app=search"), chromedp.WaitVisible(chromedp.CSS(`#quick-search-ads`)))
+		check := func(name, reason string) {
+			t.Helper()
+			sw, _ := c.Service.GetSwitch(ctx, "search", name)
+			if sw.State != wire.StateOn || sw.Rollout().Percent != 100 || sw.Reason != reason {
+				t.Errorf("%s after the 3-click path: %s at %v%% (%q)", name, sw.State, sw.Rollout().Percent, sw.Reason)
+			}
+			if op.clicks > 3 {
+				t.Errorf("%s took %d clicks, want ≤ 3", name, op.clicks)
+			}
+			t.Logf("%s on at 100 %% in %d clicks plus typing", name, op.clicks)
+		}
+
+		// From the switch list: Turn on… on the row, the reason, Turn on,
+		// Confirm.
+		op.do("open the switch list", chromedp.Navigate(op.base+"/ui/switches?app=search"), chromedp.WaitVisible(chromedp.CSS(`#quick-search-banners`)))
 		op.clicks = 0
-		op.do("click 1: Turn on…", op.click(`#quick-search-ads summary`))
+		op.do("click 1: Turn on…", op.click(`#quick-search-banners summary`))
 		op.do("the reason field has the focus", chromedp.Poll[chromedp.Void](`document.activeElement && document.activeElement.name === "reason"`, chromedp.WithPollingTimeout(3*time.Second)))
-		op.do("type the reason", chromedp.KeyEvent("INC-77 ad server down"))
-		op.do("click 2: Turn on", op.click(`#quick-search-ads button.primary`), chromedp.WaitVisible(chromedp.CSS(`#confirm`)))
+		op.do("type the reason", chromedp.KeyEvent("INC-78 banner CDN down"))
+		op.do("click 2: Turn on", op.click(`#quick-search-banners button.primary`), chromedp.WaitVisible(chromedp.CSS(`#confirm`)))
+		gap, _ := strconv.ParseFloat(op.eval(`(() => { const a = document.getElementById("confirm").getBoundingClientRect(), b = document.querySelector("#confirm ~ a").getBoundingClientRect();
+			return String(Math.max(b.left - a.right, b.top - a.bottom)) })()`), 64)
+		if gap < 8 {
+			t.Errorf("Confirm and Cancel are %.0f px apart, want ≥ 8", gap)
+		}
+		op.do("click 3: Confirm", op.click(`#confirm`), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
+		check("banners", "INC-78 banner CDN down")
+
+		// From the Overview, as the README says: open the form, type the
+		// switch and the reason, Turn on, Confirm.
+		op.do("open the overview", chromedp.Navigate(op.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#quick-on summary`)))
+		op.clicks = 0
+		op.do("click 1: Turn a switch on…", op.click(`#quick-on summary`))
+		op.do("the switch field has the focus", chromedp.Poll[chromedp.Void](`document.activeElement && document.activeElement.name === "switch"`, chromedp.WithPollingTimeout(3*time.Second)))
+		op.do("type the switch, Tab, the reason", chromedp.KeyEvent("search/ads"), chromedp.KeyEvent("\t"), chromedp.KeyEvent("INC-77 ad server down"))
+		op.do("click 2: Turn on", op.click(`#quick-on-form button.primary`), chromedp.WaitVisible(chromedp.CSS(`#confirm`)))
 		if txt := op.eval(`document.querySelector("main").innerText`); !strings.Contains(txt, "every write of the service will fail") || !strings.Contains(txt, "everyone") {
 			t.Errorf("confirmation does not explain L4 at 100 %%: %q", txt)
 		}
 		op.do("click 3: Confirm", op.click(`#confirm`), chromedp.WaitVisible(chromedp.CSS(`.flash`)))
-		sw, _ := c.Service.GetSwitch(ctx, "search", "ads")
-		if sw.State != wire.StateOn || sw.Rollout().Percent != 100 || sw.Reason != "INC-77 ad server down" {
-			t.Errorf("switch after the 3-click path: %s at %v%% (%q)", sw.State, sw.Rollout().Percent, sw.Reason)
+		check("ads", "INC-77 ad server down")
+		if path := op.eval(`location.pathname`); path != "/ui/" {
+			t.Errorf("after the Overview's turn-on the browser is at %s", path)
 		}
-		if op.clicks > 3 {
-			t.Errorf("took %d clicks, want ≤ 3", op.clicks)
-		}
-		t.Logf("on at 100 %% in %d clicks plus typing the reason", op.clicks)
 	})
 }
 

@@ -3,6 +3,8 @@ package webui
 import (
 	"encoding/json"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
 )
@@ -17,7 +19,9 @@ type Change struct {
 var ignoredFields = map[string]bool{"updated_at": true, "updated_by": true, "created_at": true, "reason": true, "version": true}
 
 // diff lists the top-level fields that differ between two JSON objects (an
-// empty side is "absent").
+// empty side is "absent"): what an operator looks for first (state, level,
+// mode, rollout), then the other fields, then times, which read to the
+// second.
 func diff(before, after string) []Change {
 	b, a := flatten(before), flatten(after)
 	keys := map[string]bool{}
@@ -33,10 +37,48 @@ func diff(before, after string) []Change {
 		if bv == av || ignoredFields[k] {
 			continue
 		}
-		out = append(out, Change{Field: k, Before: bv, After: av})
+		out = append(out, Change{Field: k, Before: seconds(bv), After: seconds(av)})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Field < out[j].Field })
+	sort.Slice(out, func(i, j int) bool {
+		ri, rj := fieldRank(out[i]), fieldRank(out[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return out[i].Field < out[j].Field
+	})
 	return out
+}
+
+// leadingFields come first in a diff, in this order.
+var leadingFields = []string{"state", "level", "mode", "kind", "rollout"}
+
+// fieldRank orders a change: leading fields, then the rest, then times.
+func fieldRank(c Change) int {
+	for i, f := range leadingFields {
+		if c.Field == f || strings.HasPrefix(c.Field, f+".") {
+			return i
+		}
+	}
+	if isTime(c.Before) || isTime(c.After) {
+		return len(leadingFields) + 1
+	}
+	return len(leadingFields)
+}
+
+// isTime reports whether s is a time as seconds shows it.
+func isTime(s string) bool {
+	_, err := time.Parse(stampLayout, s)
+	return err == nil
+}
+
+// seconds shows an RFC 3339 time to the second, in UTC; anything else as
+// it is.
+func seconds(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format(stampLayout)
 }
 
 // flatten decodes a JSON object; nested objects (such as rollout) become

@@ -10,12 +10,17 @@ func TestDiff(t *testing.T) {
 		name, before, after string
 		want                []Change
 	}{
-		{"created", ``, `{"state":"off","version":1,"owner":"a"}`, []Change{{"owner", "", "a"}, {"state", "", "off"}}},
+		{"created", ``, `{"state":"off","version":1,"owner":"a"}`, []Change{{"state", "", "off"}, {"owner", "", "a"}}},
 		{"deleted", `{"state":"on"}`, ``, []Change{{"state", "on", ""}}},
 		{"nested rollout", `{"rollout":{"percent":25,"stickiness":"instance"},"updated_at":"x"}`, `{"rollout":{"percent":100,"stickiness":"instance"},"updated_at":"y"}`,
 			[]Change{{"rollout.percent", "25", "100"}}},
 		{"fallback stays whole", `{"fallback":{"a":1}}`, `{"fallback":{"a":2}}`, []Change{{"fallback", `{"a":1}`, `{"a":2}`}}},
 		{"unchanged", `{"a":1}`, `{"a":1}`, nil},
+		// What an operator looks for comes first; times read to the second.
+		{"state first, times last", `{"state":"on","expires_at":"2026-12-04T09:01:34.790043209Z","on_since":"2026-12-01T09:01:34.790043209Z","owner":"a","rollout":{"percent":100}}`,
+			`{"state":"off","expires_at":null,"on_since":null,"owner":"b","rollout":{"percent":5}}`,
+			[]Change{{"state", "on", "off"}, {"rollout.percent", "100", "5"}, {"owner", "a", "b"}, {"expires_at", "2026-12-04 09:01:34 UTC", ""}, {"on_since", "2026-12-01 09:01:34 UTC", ""}}},
+		{"a limit's mode before its parameters", `{"mode":"shadow","rate":1}`, `{"mode":"enforce","rate":2}`, []Change{{"mode", "shadow", "enforce"}, {"rate", "1", "2"}}},
 	} {
 		if got := diff(tc.before, tc.after); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)

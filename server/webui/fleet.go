@@ -134,3 +134,22 @@ func (f *fleet) Apps() []string {
 
 // Want is the revision an instance of app must have applied.
 func (f *fleet) Want(app string) int64 { return max(f.appRev[app], f.appRev[wire.GlobalApp]) }
+
+// Rejections is what the fleet says about one limit rule's rejections.
+type Rejections struct {
+	// Known is false while instances do not report per-rule counts.
+	Known bool
+	// Rate is rejections per second across the app's instances between
+	// their last two reports.
+	Rate float64
+	// Open counts instances whose breaker for the rule is open.
+	Open int
+}
+
+// Rejections tells how often the instances of app reject under the rule
+// for resource. Instance reports carry only applied_revision and
+// stats.fallbacks_served so far, so the answer is always "not known"; this
+// is the one place to read per-rule rejection counts and breaker states
+// once reports carry them (the Overview then lists rejecting rules first
+// and open breakers as such).
+func (f *fleet) Rejections(app, resource string) Rejections { return Rejections{} }

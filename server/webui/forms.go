@@ -43,7 +43,12 @@ func failureOf(err error) failure {
 			f.Msg, f.Fields[cmp.Or(p.Field, "name")] = p.Detail, "is taken"
 		}
 	case http.StatusNotFound:
-		f.Msg = "Not found: " + p.Detail
+		var nf *notFoundError
+		if errors.As(err, &nf) {
+			f.Msg = "There is no " + nf.what + "."
+		} else {
+			f.Msg = "Not found: " + strings.TrimPrefix(p.Detail, "not found: ") + "."
+		}
 	case http.StatusServiceUnavailable:
 		f.Msg = "The database is unavailable; nothing was changed. Retry when it is back."
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -75,12 +75,16 @@ func mustCreateUser(t testing.TB, c *console.Console, name string, role server.R
 	return pw
 }
 
-// client is a browser without JavaScript: cookies, no redirects followed.
+// client is a browser without JavaScript: cookies, no redirects followed,
+// and it asks for pages (Accept: text/html).
 type client struct {
 	t    testing.TB
 	base string
 	http *http.Client
 }
+
+// browserAccept is the Accept header of a browser's navigation.
+const browserAccept = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
 
 func newClient(t testing.TB, c *console.Console) *client {
 	jar, _ := cookiejar.New(nil)
@@ -95,7 +99,9 @@ var csrfRe = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 // get returns status and body.
 func (cl *client) get(path string) (int, string) {
 	cl.t.Helper()
-	res, err := cl.http.Get(cl.base + path)
+	req, _ := http.NewRequest(http.MethodGet, cl.base+path, nil)
+	req.Header.Set("Accept", browserAccept)
+	res, err := cl.http.Do(req)
 	if err != nil {
 		cl.t.Fatal(err)
 	}
@@ -120,6 +126,7 @@ func (cl *client) post(path string, form url.Values) (int, string, string) {
 	cl.t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, cl.base+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Accept", browserAccept)
 	res, err := cl.http.Do(req)
 	if err != nil {
 		cl.t.Fatal(err)

@@ -1,10 +1,12 @@
 package webui
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/http"
 	"net/url"
-	"strings"
+	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -16,41 +18,59 @@ import (
 // Param is one kind-specific parameter of a limit rule form.
 type Param struct {
 	Name, Label, Type, Help string // Type: "float", "int" or "duration"
+	// Default is the value a new rule's form starts with.
+	Default string
 }
 
 // limitParams lists the parameters of every kind, in form order; the names
 // are the JSON fields, so validation errors land next to their input.
 var limitParams = map[string][]Param{
 	wire.KindTokenBucket: {
-		{"rate", "Rate (requests per second)", "float", ""},
-		{"burst", "Burst (bucket size)", "int", ""},
+		{Name: "rate", Label: "Rate (requests per second)", Type: "float"},
+		{Name: "burst", Label: "Burst (bucket size)", Type: "int"},
 	},
 	wire.KindSlidingWindow: {
-		{"limit", "Limit (requests per window)", "int", ""},
-		{"window", "Window", "duration", "such as 1s or 1m"},
+		{Name: "limit", Label: "Limit (requests per window)", Type: "int"},
+		{Name: "window", Label: "Window", Type: "duration", Help: "such as 1s or 1m"},
 	},
 	wire.KindConcurrency: {
-		{"max", "Max in flight", "int", ""},
+		{Name: "max", Label: "Max in flight", Type: "int"},
 	},
 	wire.KindGCRA: {
-		{"rate", "Rate (requests per second)", "float", ""},
-		{"max_wait", "Max wait", "duration", "longest a request may be asked to wait, such as 100ms"},
+		{Name: "rate", Label: "Rate (requests per second)", Type: "float"},
+		{Name: "max_wait", Label: "Max wait", Type: "duration", Help: "longest a request may be asked to wait, such as 100ms"},
 	},
 	wire.KindAdaptive: {
-		{"min", "Min concurrency", "int", ""},
-		{"max", "Max concurrency", "int", ""},
-		{"window", "Window", "duration", "at least 1s; empty for the default"},
+		{Name: "min", Label: "Min concurrency", Type: "int"},
+		{Name: "max", Label: "Max concurrency", Type: "int"},
+		{Name: "window", Label: "Window", Type: "duration", Help: "at least 1s; empty for the default"},
 	},
 	wire.KindBreaker: {
-		{"error_rate", "Error rate (0–1)", "float", "trips when reached"},
-		{"slow_call_rate", "Slow call rate (0–1)", "float", ""},
-		{"slow_call_duration", "Slow call duration", "duration", "a call slower than this is slow"},
-		{"min_requests", "Min requests per window", "int", ""},
-		{"window", "Window", "duration", ""},
-		{"open_duration", "Open duration", "duration", ""},
-		{"max_open_duration", "Max open duration", "duration", "cap of the growing open period"},
-		{"half_open_probes", "Half-open probes", "int", ""},
+		{Name: "error_rate", Label: "Error rate (0–1)", Type: "float", Help: "trips when reached"},
+		{Name: "slow_call_rate", Label: "Slow call rate (0–1)", Type: "float"},
+		{Name: "slow_call_duration", Label: "Slow call duration", Type: "duration", Help: "a call slower than this is slow"},
+		{Name: "min_requests", Label: "Min requests per window", Type: "int"},
+		{Name: "window", Label: "Window", Type: "duration"},
+		{Name: "open_duration", Label: "Open duration", Type: "duration"},
+		{Name: "max_open_duration", Label: "Max open duration", Type: "duration", Help: "cap of the growing open period"},
+		// The SDK admits at least one probe; the form says so.
+		{Name: "half_open_probes", Label: "Half-open probes", Type: "int", Help: "calls let through to test recovery", Default: strconv.Itoa(server.DefaultHalfOpenProbes)},
 	},
+}
+
+// newRuleValues are the form values of a rule not yet written: the kind,
+// mode and scope a new rule starts with and every parameter's default.
+// Parameters are keyed "<kind>.<param>", as the form names its inputs.
+func newRuleValues() map[string]string {
+	out := map[string]string{"kind": wire.KindTokenBucket, "mode": wire.ModeEnforce, "scope": wire.ScopeInstance}
+	for kind, params := range limitParams {
+		for _, prm := range params {
+			if prm.Default != "" {
+				out[kind+"."+prm.Name] = prm.Default
+			}
+		}
+	}
+	return out
 }
 
 // LimitRow is a limit rule for the list.
@@ -80,6 +100,29 @@ func (h *handler) limitList(c *gin.Context) {
 	h.render(c, http.StatusOK, "limits", p)
 }
 
+// ForceRow is a limit rule in force on the Overview, with what the fleet
+// says about its rejections.
+type ForceRow struct {
+	LimitRow
+	Rejections Rejections
+}
+
+// limitsInForce lists the rules that can turn requests away now: on and in
+// enforce mode (shadow rules only count). Rules the fleet reports as
+// rejecting come first.
+func limitsInForce(rules []server.LimitRule, f *fleet) []ForceRow {
+	var out []ForceRow
+	for i := range rules {
+		v := rules[i].View()
+		if v.State != wire.StateOn || v.Mode != wire.ModeEnforce {
+			continue
+		}
+		out = append(out, ForceRow{LimitRow: LimitRow{LimitView: v, Summary: summary(rules[i].Spec, v.Kind)}, Rejections: f.Rejections(v.App, v.Resource)})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Rejections.Rate > out[j].Rejections.Rate })
+	return out
+}
+
 // summary shows a rule's parameters as "rate=100 burst=20".
 func summary(spec, kind string) string {
 	var m map[string]json.RawMessage
@@ -96,44 +139,102 @@ func summary(spec, kind string) string {
 	return out
 }
 
-// limitPage shows the editor: a new rule, or the rule named by app and
-// resource.
+// limitPage shows a rule (its editor for those who may change it) or the
+// editor of a new rule.
 func (h *handler) limitPage(c *gin.Context) {
 	app, resource := c.Query("app"), c.Query("resource")
-	p := &page{Title: "New limit rule", Nav: "limits"}
-	data := map[string]any{"App": app, "Params": limitParams, "Values": map[string]string{"kind": wire.KindTokenBucket, "mode": wire.ModeEnforce, "scope": wire.ScopeInstance}}
-	if resource != "" {
-		r, err := h.svc.GetLimit(c.Request.Context(), app, resource)
-		if err != nil {
-			p.Data = data
-			h.fail(c, "limit", p, "page", err)
+	if resource == "" {
+		if !canWriteAny(c) {
+			h.message(c, http.StatusForbidden, "Not allowed", "Your role may not create limit rules; ask an admin for an operator grant.")
 			return
 		}
-		p.Title = "Limit rule " + app + " " + resource
-		data["Rule"] = r.View()
-		data["Values"] = limitValues(r)
+		h.renderLimit(c, app, nil, newRuleValues())
+		return
 	}
-	p.Data = data
+	if app == "" {
+		h.message(c, http.StatusBadRequest, "No app given", "This link names a limit rule without its app; open the rule from the list of limit rules.")
+		return
+	}
+	r, err := h.svc.GetLimit(c.Request.Context(), app, resource)
+	if err != nil {
+		h.fail(c, "limit", &page{Title: "Limit rule", Nav: "limits"}, "page", missing(err, "limit rule "+resource+" of app "+app))
+		return
+	}
+	h.renderLimit(c, app, r, limitValues(r))
+}
+
+// renderLimit renders the page of rule r of app (nil: a new rule) with the
+// form values vals.
+func (h *handler) renderLimit(c *gin.Context, app string, r *server.LimitRule, vals map[string]string) {
+	p := &page{}
+	setLimitData(c, p, app, r, vals)
 	h.render(c, http.StatusOK, "limit", p)
 }
 
-// limitValues flattens a stored rule into form values.
-func limitValues(r *server.LimitRule) map[string]string {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(r.Spec), &m)
-	out := map[string]string{"description": r.Description}
-	for k, v := range m {
-		out[k] = compact(v)
+// setLimitData fills p with the page of rule r of app (nil: a new rule)
+// and the form values vals. Only those who may change the rule get its
+// editor; the others read its facts.
+func setLimitData(c *gin.Context, p *page, app string, r *server.LimitRule, vals map[string]string) {
+	p.Nav, p.Title = "limits", "New limit rule"
+	data := map[string]any{"App": app, "Params": limitParams, "Values": vals, "Editable": canWriteAny(c)}
+	if r != nil {
+		v := r.View()
+		p.Title = "Limit rule " + app + " " + r.Resource
+		data["Rule"], data["Editable"], data["Facts"] = v, actor(c).CanWrite(app), ruleFacts(v, limitValues(r))
 	}
+	p.Data = data
+}
+
+// Fact is one labelled value of a read-only rule.
+type Fact struct{ Label, Value string }
+
+// ruleFacts describes a rule for those who may only read it, labelled as
+// the editor labels its fields.
+func ruleFacts(v server.LimitView, vals map[string]string) []Fact {
+	out := []Fact{{"Kind", v.Kind}}
+	for _, prm := range limitParams[v.Kind] {
+		if val := vals[v.Kind+"."+prm.Name]; val != "" {
+			out = append(out, Fact{prm.Label, val})
+		}
+	}
+	mode := "enforce (rejects)"
+	if v.Mode == wire.ModeShadow {
+		mode = "shadow (counts only)"
+	}
+	out = append(out, Fact{"Mode", mode}, Fact{"Scope", v.Scope})
+	switch v.KeyBy.Source {
+	case "":
+		out = append(out, Fact{"Key by", "nothing (one shared limit)"})
+	case "header":
+		out = append(out, Fact{"Key by", "header " + v.KeyBy.Name})
+	default:
+		out = append(out, Fact{"Key by", "context key"})
+	}
+	if v.KeyBy.Source != "" {
+		out = append(out, Fact{"Max keys", cmp.Or(vals["key_by.max_keys"], "default")}, Fact{"Key TTL", cmp.Or(vals["key_by.ttl"], "default")})
+	}
+	return append(out, Fact{"Description", cmp.Or(v.Description, "—")})
+}
+
+// limitValues flattens a stored rule into form values: its own parameters,
+// and the defaults of the other kinds for an editor that changes the kind.
+func limitValues(r *server.LimitRule) map[string]string {
 	w := r.Wire()
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(mustJSON(w), &m)
+	out := newRuleValues()
+	out["kind"], out["mode"], out["scope"], out["resource"], out["description"] = w.Kind, w.Mode, w.Scope, w.Resource, r.Description
+	for _, prm := range limitParams[w.Kind] {
+		out[w.Kind+"."+prm.Name] = compact(m[prm.Name])
+	}
 	out["key_by.source"], out["key_by.name"] = w.KeyBy.Source, w.KeyBy.Name
 	if w.KeyBy.MaxKeys != 0 {
-		out["key_by.max_keys"] = compact(json.RawMessage(mustJSON(w.KeyBy.MaxKeys)))
+		out["key_by.max_keys"] = strconv.Itoa(w.KeyBy.MaxKeys)
 	}
 	if w.KeyBy.TTL != 0 {
 		out["key_by.ttl"] = w.KeyBy.TTL.D().String()
 	}
-	out["version"] = compact(json.RawMessage(mustJSON(r.Version)))
+	out["version"] = strconv.FormatInt(r.Version, 10)
 	return out
 }
 
@@ -181,25 +282,24 @@ func (h *handler) saveLimit(c *gin.Context) {
 	fp := &formParser{c: c}
 	app, resource := fp.str("app"), fp.str("resource")
 	fields := ruleFields(fp)
-	p := &page{Title: "Limit rule", Nav: "limits"}
-	vals := map[string]string{}
 	_ = c.Request.ParseForm()
+	// The other kinds' inputs are not submitted (the page disables them):
+	// they keep their defaults for an editor that changes the kind.
+	vals := newRuleValues()
 	for k := range c.Request.PostForm {
 		vals[k] = c.Request.PostForm.Get(k)
-		if prm, ok := strings.CutPrefix(k, fp.str("kind")+"."); ok {
-			vals[prm] = vals[k]
-		}
 	}
-	data := map[string]any{"App": app, "Params": limitParams, "Values": vals}
-	p.Data = data
 	version := fp.int64Ptr("version")
+	var rule *server.LimitRule
 	if version != nil {
 		// Editing: a failed save shows this rule's editor again, not a
 		// create form.
-		if r, err := h.svc.GetLimit(c.Request.Context(), app, resource); err == nil {
-			data["Rule"] = r.View()
-		}
+		rule, _ = h.svc.GetLimit(c.Request.Context(), app, resource)
+	} else {
+		checkGrant(c, fp, "app", app)
 	}
+	p := &page{}
+	setLimitData(c, p, app, rule, vals)
 	if err := fp.err(); err != nil {
 		h.fail(c, "limit", p, "limit", err)
 		return
@@ -226,13 +326,20 @@ func (h *handler) saveLimit(c *gin.Context) {
 	redirect(c, limitURL(app, resource), "Saved limit rule "+app+" "+resource+"."+receiptNote(rc))
 }
 
+// limitState turns a rule on or off. The state comes from a hidden field;
+// anything but "on" or "off" is refused, never taken for "off".
 func (h *handler) limitState(c *gin.Context) {
 	fp := &formParser{c: c}
 	app, resource, state := fp.str("app"), fp.str("resource"), fp.str("state")
 	if state != wire.StateOn && state != wire.StateOff {
-		state = wire.StateOff
+		fp.add("state", `must be "on" or "off"`)
 	}
-	_, rc, err := h.svc.SetLimitState(c.Request.Context(), actor(c), app, resource, state, server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")})
+	t := server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")}
+	if err := fp.err(); err != nil {
+		h.limitFail(c, app, resource, "state", err)
+		return
+	}
+	_, rc, err := h.svc.SetLimitState(c.Request.Context(), actor(c), app, resource, state, t)
 	if err != nil {
 		h.limitFail(c, app, resource, "state", err)
 		return
@@ -251,13 +358,15 @@ func (h *handler) deleteLimit(c *gin.Context) {
 	redirect(c, Prefix+"/limits?app="+url.QueryEscape(app), "Deleted limit rule "+app+" "+resource+"."+receiptNote(rc))
 }
 
-// limitFail shows the rule's editor with err attached to form.
+// limitFail shows the rule's page with err attached to form.
 func (h *handler) limitFail(c *gin.Context, app, resource, form string, err error) {
 	p := &page{Title: "Limit rule " + app + " " + resource, Nav: "limits"}
-	data := map[string]any{"App": app, "Params": limitParams, "Values": map[string]string{}}
-	if r, gerr := h.svc.GetLimit(c.Request.Context(), app, resource); gerr == nil {
-		data["Rule"], data["Values"] = r.View(), limitValues(r)
+	r, gerr := h.svc.GetLimit(c.Request.Context(), app, resource)
+	if gerr != nil {
+		// The rule is gone (or unreadable): say so on a page of its own.
+		h.fail(c, "limit", p, "page", missing(err, "limit rule "+resource+" of app "+app))
+		return
 	}
-	p.Data = data
+	setLimitData(c, p, app, r, limitValues(r))
 	h.fail(c, "limit", p, form, err)
 }

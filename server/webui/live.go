@@ -22,12 +22,19 @@ import (
 // once-a-second look at the audit log's head (users and tokens, and every
 // change while etcd is unreachable). A stream learns only "something
 // changed"; the page then fetches itself again and swaps its live regions.
+//
+// The hub owns its two goroutines: start runs them, stop ends them and
+// returns once both have.
 type hub struct {
 	etcd   *clientv3.Client
 	db     *gorm.DB
 	prefix string
 	// seq numbers the notices; it is the event id of the stream.
 	seq atomic.Int64
+
+	ctx    context.Context // ends at stop or when the etcd client closes
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 
 	mu      sync.Mutex
 	subs    map[chan int64]struct{}
@@ -36,14 +43,29 @@ type hub struct {
 }
 
 func newHub(cli *clientv3.Client, db *gorm.DB, prefix string) *hub {
-	return &hub{etcd: cli, db: db, prefix: prefix, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
+	ctx, cancel := context.WithCancel(cli.Ctx())
+	return &hub{etcd: cli, db: db, prefix: prefix, ctx: ctx, cancel: cancel, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
 }
 
-// run watches etcd and polls the audit head until the etcd client is
-// closed (console shutdown), re-watching after errors.
-func (h *hub) run() {
-	ctx := h.etcd.Ctx()
-	go h.pollAudit(ctx)
+// start runs the etcd watch and the audit poll until stop.
+func (h *hub) start() {
+	h.wg.Add(2)
+	go func() { defer h.wg.Done(); h.watch(h.ctx) }()
+	go func() { defer h.wg.Done(); h.pollAudit(h.ctx) }()
+}
+
+// stop ends the watch and the poll, waits for both, and ends every open
+// stream. It may be called more than once.
+func (h *hub) stop() {
+	h.cancel()
+	h.wg.Wait()
+	h.close()
+}
+
+// watch watches etcd until ctx ends, re-watching after errors. When the
+// etcd client closes it ends the open streams too.
+func (h *hub) watch(ctx context.Context) {
+	defer h.close()
 	for ctx.Err() == nil {
 		if resp, err := h.etcd.Get(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
 			// Each attempt's watch is cancelled when it breaks, so a
@@ -64,7 +86,6 @@ func (h *hub) run() {
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
-	h.close()
 }
 
 // pollAudit notices changes that do not reach etcd.

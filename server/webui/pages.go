@@ -46,7 +46,7 @@ func (h *handler) instances(c *gin.Context) {
 // UTC or RFC 3339. An "until" given to the minute (what the browser's
 // picker sends) or to the day includes that whole minute or day.
 func auditQuery(c *gin.Context) (audit.Filter, map[string]string) {
-	f := audit.Filter{Target: strings.TrimSpace(c.Query("target")), Actor: strings.TrimSpace(c.Query("actor")), Action: strings.TrimSpace(c.Query("action")), Limit: 50}
+	f := audit.Filter{Target: strings.TrimSpace(c.Query("target")), Actor: strings.TrimSpace(c.Query("actor")), Action: audit.Action(strings.TrimSpace(c.Query("action"))), Limit: 50}
 	errs := map[string]string{}
 	parse := func(name string, dst *time.Time) {
 		s := strings.TrimSpace(c.Query(name))

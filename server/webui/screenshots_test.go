@@ -57,7 +57,8 @@ func TestScreenshots(t *testing.T) {
 			chromedp.EmulateViewport(sh.w, sh.h),
 			chromedp.Navigate(s.base+sh.path),
 			chromedp.WaitVisible(chromedp.CSS("main")),
-			chromedp.Sleep(300*time.Millisecond),
+			// Settled: loaded, fonts in, script run, stream open.
+			chromedp.Poll[chromedp.Void](`document.readyState === "complete" && document.fonts.status === "loaded" && document.getElementById("live-status").textContent === "● live"`, chromedp.WithPollingTimeout(10*time.Second)),
 			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 				var err error
 				png, err = chromedp.CaptureScreenshot()(ctx, tg)
@@ -115,10 +116,15 @@ func seedDemo(t testing.TB, c *console.Console) {
 	on(alice, "checkout", "price-cache", "pricing DB failover (CHG-311)", wire.Rollout{Percent: 5, Stickiness: wire.StickyInstance, Selector: "canary=true"})
 	_, _, err = c.Service.CreateLimit(ctx, alice, "checkout", server.LimitInput{LimitRule: wire.LimitRule{Resource: "POST /orders", Kind: wire.KindTokenBucket, Rate: 200, Burst: 50}, Reason: "protect the orders DB"})
 	must(err)
+	_, _, err = c.Service.CreateLimit(ctx, bob, "payments", server.LimitInput{LimitRule: wire.LimitRule{Resource: "ledger", Kind: wire.KindBreaker, ErrorRate: 0.5, MinRequests: 20,
+		Window: wire.Duration(10 * time.Second), OpenDuration: wire.Duration(5 * time.Second), HalfOpenProbes: 1}, Reason: "ledger timeouts cascade into checkout"})
+	must(err)
+	_, _, err = c.Service.CreateLimit(ctx, alice, "search", server.LimitInput{LimitRule: wire.LimitRule{Resource: "GET /suggest", Kind: wire.KindConcurrency, Max: 64, Mode: wire.ModeShadow}, Reason: "measure before enforcing"})
+	must(err)
 
 	// Instances as SDKs register them: most have applied the newest
 	// revision, one lags behind.
-	time.Sleep(500 * time.Millisecond) // let the publisher drain
+	waitPublished(t, c)
 	rev, err := c.Etcd.Get(ctx, wire.NamespacePrefix(c.Config.Namespace), clientv3WithCountOnly()...)
 	must(err)
 	now := time.Now().UTC()
@@ -136,6 +142,51 @@ func seedDemo(t testing.TB, c *console.Console) {
 		b, _ := json.Marshal(inst)
 		_, err := c.Etcd.Put(ctx, wire.InstanceKey(c.Config.Namespace, app, id), string(b))
 		must(err)
+	}
+}
+
+// waitPublished waits until etcd holds every switch at its database version
+// and every limit rule that is on.
+func waitPublished(t testing.TB, c *console.Console) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	published := func(key string, version int64) bool {
+		res, err := c.Etcd.Get(ctx, key)
+		if err != nil || len(res.Kvs) == 0 {
+			return false
+		}
+		var v struct {
+			Version int64 `json:"version"`
+		}
+		return json.Unmarshal(res.Kvs[0].Value, &v) == nil && v.Version >= version
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		sws, err := c.Service.ListSwitches(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := c.Service.ListLimits(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		for _, s := range sws {
+			done = done && published(wire.SwitchKey(c.Config.Namespace, s.App, s.Name), s.Version)
+		}
+		for _, r := range rules {
+			done = done && (r.State != wire.StateOn || published(wire.LimitKey(c.Config.Namespace, r.App, r.Resource), r.Version))
+		}
+		if done {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the publisher did not publish the seeded switches and rules within 10 s")
+		}
 	}
 }
 

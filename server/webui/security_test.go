@@ -178,7 +178,7 @@ func TestSecurity(t *testing.T) {
 		}
 		// Creating a rule that exists says so next to its resource field.
 		status, _, body = cl.post("/ui/limits/save", url.Values{"_csrf": {tok}, "app": {"checkout"}, "resource": {"res concurrency"}, "kind": {"concurrency"}, "concurrency.max": {"3"}, "mode": {"enforce"}, "scope": {"instance"}, "reason": {"r"}})
-		if status != http.StatusConflict || !strings.Contains(body, `<p class="ferr" role="alert">is taken</p>`) {
+		if status != http.StatusConflict || !regexp.MustCompile(`name="resource"[^>]*>\s*<span class="ferr" role="alert">Resource: is taken</span>`).MatchString(body) {
 			t.Errorf("duplicate limit rule: %d, no \"is taken\" at the resource field\n%s", status, body)
 		}
 	})

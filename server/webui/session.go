@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -116,20 +117,18 @@ func (s *sessions) lookup(c *gin.Context) (*session, *server.User, error) {
 	return &row, &u, nil
 }
 
-// require lets signed-in users through. Others are sent to the sign-in page
-// (GET) or refused with 401.
-func (s *sessions) require(c *gin.Context) {
-	row, u, err := s.lookup(c)
+// requireSession lets signed-in users through. Others are sent to the
+// sign-in page (GET) or refused with 401.
+func (h *handler) requireSession(c *gin.Context) {
+	row, u, err := h.sessions.lookup(c)
 	if err != nil {
-		if !errors.Is(err, errNoSession) {
-			c.String(http.StatusServiceUnavailable, "the database is unavailable; try again")
-			c.Abort()
-			return
-		}
-		if c.Request.Method == http.MethodGet && c.GetHeader("Accept") != "text/event-stream" {
+		switch {
+		case !errors.Is(err, errNoSession):
+			h.message(c, http.StatusServiceUnavailable, "Database unavailable", "The database did not answer, so your session could not be checked; try again in a moment.")
+		case c.Request.Method == http.MethodGet && c.GetHeader("Accept") != "text/event-stream":
 			c.Redirect(http.StatusSeeOther, Prefix+"/login?next="+url.QueryEscape(c.Request.URL.RequestURI()))
-		} else {
-			c.String(http.StatusUnauthorized, "not signed in: sign in at "+Prefix+"/login")
+		default:
+			h.message(c, http.StatusUnauthorized, "Not signed in", "You are not signed in (or your session ended); sign in again and repeat the change.")
 		}
 		c.Abort()
 		return
@@ -139,10 +138,10 @@ func (s *sessions) require(c *gin.Context) {
 	c.Next()
 }
 
-// csrf refuses a state-changing request unless it carries the session's
-// CSRF token (form field _csrf or header X-CSRF-Token) and, when the
-// browser names one, comes from our own origin.
-func (s *sessions) csrf(c *gin.Context) {
+// checkCSRF refuses a state-changing request unless it carries the
+// session's CSRF token (form field _csrf or header X-CSRF-Token) and, when
+// the browser names one, comes from our own origin.
+func (h *handler) checkCSRF(c *gin.Context) {
 	switch c.Request.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		c.Next()
@@ -150,7 +149,7 @@ func (s *sessions) csrf(c *gin.Context) {
 	}
 	row := c.MustGet(ctxSession).(*session)
 	if !sameOrigin(c) || !tokenEqual(submittedCSRF(c), row.CSRFToken) {
-		c.String(http.StatusForbidden, "refused: the form's CSRF token is missing or invalid; reload the page and try again")
+		h.message(c, http.StatusForbidden, "Form expired", "The form was refused because its security token is missing or out of date; reload the page and submit it again.")
 		c.Abort()
 		return
 	}
@@ -199,20 +198,45 @@ func (h *handler) renderLogin(c *gin.Context, status int, msg string) {
 		Name: loginCookie, Value: tok, Path: Prefix + "/login", MaxAge: 1800,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: isTLS(c),
 	})
-	n, _ := h.svc.CountUsers(c.Request.Context())
 	h.render(c, status, "login", &page{
 		Title: "Sign in", CSRF: tok, Error: msg, Form: "login", Values: c.Request.PostForm,
-		Apps: []string{}, Data: map[string]any{"Next": safeNext(c.Query("next")), "FirstRun": n == 0},
+		Apps: []string{}, Data: map[string]any{"Next": safeNext(cmp.Or(c.PostForm("next"), c.Query("next"))), "FirstRun": h.firstRun(c)},
 	})
+}
+
+// firstRun reports whether no user exists yet (the bootstrap token signs
+// in as admin).
+func (h *handler) firstRun(c *gin.Context) bool {
+	n, err := h.svc.CountUsers(c.Request.Context())
+	return err == nil && n == 0
+}
+
+// missingCredentials says what an empty sign-in form lacks.
+func missingCredentials(username string, firstRun bool) string {
+	switch {
+	case username == "" && firstRun:
+		return "No username given: sign in as admin with the bootstrap admin token as the password."
+	case username == "":
+		return "No username given: enter your username and password."
+	case firstRun:
+		return "No token given: enter the bootstrap admin token as the password."
+	}
+	return "No password given: enter your password."
 }
 
 func (h *handler) login(c *gin.Context) {
 	ck, err := c.Request.Cookie(loginCookie)
 	if err != nil || !tokenEqual(c.PostForm(csrfField), ck.Value) || !sameOrigin(c) {
-		c.String(http.StatusForbidden, "refused: the sign-in form's CSRF token is missing or invalid; reload the page")
+		h.renderLogin(c, http.StatusForbidden, "The sign-in form had expired; sign in again.")
 		return
 	}
 	username := strings.TrimSpace(c.PostForm("username"))
+	if username == "" || c.PostForm("password") == "" {
+		// Nothing to check: no attempt is spent, and the answer says what
+		// is missing rather than "wrong".
+		h.renderLogin(c, http.StatusBadRequest, missingCredentials(username, h.firstRun(c)))
+		return
+	}
 	if ok, wait := h.signIn.admit(username, c.ClientIP()); !ok {
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		c.Header("Retry-After", strconv.Itoa(secs))
@@ -222,6 +246,9 @@ func (h *handler) login(c *gin.Context) {
 	u, err := h.svc.SignIn(c.Request.Context(), username, c.PostForm("password"))
 	if err != nil {
 		msg := "Wrong username or password."
+		if h.firstRun(c) {
+			msg = "Wrong username or token: while no user exists, only admin signs in, with the bootstrap admin token."
+		}
 		status := http.StatusUnauthorized
 		if errors.Is(err, server.ErrUnavailable) {
 			msg, status = "The database is unavailable; try again.", http.StatusServiceUnavailable

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -35,11 +36,12 @@ func switchURL(app, name string) string {
 	return Prefix + "/apps/" + url.PathEscape(app) + "/switches/" + url.PathEscape(name)
 }
 
-// overview is "what is degraded now": every switch that is on.
+// overview is "what is degraded now": every switch that is on and every
+// limit rule in force, plus a form that turns a switch on.
 func (h *handler) overview(c *gin.Context) { h.renderOverview(c, "", nil) }
 
-// renderOverview shows the overview; form and ferr describe a row's failed
-// turn-off form.
+// renderOverview shows the overview; form and ferr describe a failed form
+// on it (a row's turn-off, or the turn-on form "quickon").
 func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 	p := &page{Title: "What is degraded now", Nav: "overview"}
 	list, err := h.svc.ListSwitches(c.Request.Context(), "")
@@ -48,18 +50,30 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
-	var on []server.Switch
+	rules, err := h.svc.ListLimits(c.Request.Context(), "")
+	if err != nil {
+		p.Data = map[string]any{"Fleet": &fleet{}}
+		h.fail(c, "overview", p, "page", err)
+		return
+	}
+	var on, off []server.Switch
+	a := actor(c)
 	for _, s := range list {
-		if s.State == wire.StateOn {
+		switch {
+		case s.State == wire.StateOn:
 			on = append(on, s)
+		case a.CanWrite(s.App):
+			off = append(off, s)
 		}
 	}
 	f := h.loadFleet(c.Request.Context())
-	p.Data = map[string]any{"On": switchRows(on, f), "Total": len(list), "Fleet": f}
+	p.Data = map[string]any{"On": switchRows(on, f), "Off": off, "Total": len(list), "Limits": limitsInForce(rules, f), "Fleet": f}
 	if ferr != nil {
 		// The row of a switch that is off by now is gone, and its error
 		// with it: show that at the top.
-		if !slices.ContainsFunc(on, func(s server.Switch) bool { return form == "off:"+s.App+"/"+s.Name }) {
+		shown := form == "quickon" && canWriteAny(c) ||
+			slices.ContainsFunc(on, func(s server.Switch) bool { return form == "off:"+s.App+"/"+s.Name })
+		if !shown {
 			form = "page"
 		}
 		h.fail(c, "overview", p, form, ferr)
@@ -101,8 +115,8 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 	p := &page{Title: app + "/" + name, Nav: "switches"}
 	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
-		if form == "" {
-			form, ferr = "page", err
+		if form == "" || errors.Is(err, server.ErrNotFound) {
+			form, ferr = "page", missing(err, "switch "+app+"/"+name)
 		}
 		p.Data = map[string]any{"Missing": true, "App": app, "Name": name}
 		h.fail(c, "switch", p, form, ferr)
@@ -161,10 +175,40 @@ func cursor(s string) int64 {
 
 func (h *handler) switchDetail(c *gin.Context) { h.switchPage(c, http.StatusOK, "", nil) }
 
-// turnOn puts a switch on. L4, L5 and 100 % need a confirmation step, which
-// the server renders itself, so it holds without JavaScript too.
+// turnOn puts a switch on from its detail page or the switch list.
 func (h *handler) turnOn(c *gin.Context) {
-	app, name := c.Param("app"), c.Param("name")
+	h.turnOnSwitch(c, c.Param("app"), c.Param("name"), func(err error) { h.switchPage(c, 0, "on", err) })
+}
+
+// quickOn puts on the switch the Overview's form names in its "switch"
+// field ("app/name"); its errors show in that form, with what was typed.
+func (h *handler) quickOn(c *gin.Context) {
+	fp := &formParser{c: c}
+	app, name, _ := strings.Cut(fp.str("switch"), "/")
+	onErr := func(err error) { h.renderOverview(c, "quickon", err) }
+	if !wire.ValidApp(app) || name == "" {
+		fp.add("switch", "must name a switch as app/name, such as checkout/recommend")
+	} else {
+		checkGrant(c, fp, "switch", app)
+	}
+	if err := fp.err(); err != nil {
+		onErr(err)
+		return
+	}
+	h.turnOnSwitch(c, app, name, func(err error) {
+		if errors.Is(err, server.ErrNotFound) {
+			err = &server.ValidationError{Fields: []*server.FieldError{{Field: "switch", Msg: "there is no switch " + app + "/" + name}}}
+		}
+		onErr(err)
+	})
+}
+
+// turnOnSwitch puts app/name on with the form's reason and rollout; onErr
+// shows a failure where the form was. A rollout without stickiness or
+// selector fields keeps the switch's own. L4, L5 and 100 % need a
+// confirmation step, which the server renders itself, so it holds without
+// JavaScript too.
+func (h *handler) turnOnSwitch(c *gin.Context, app, name string, onErr func(error)) {
 	fp := &formParser{c: c}
 	t := server.Toggle{Reason: fp.str("reason"), Version: fp.int64Ptr("version")}
 	r := wire.Rollout{Percent: fp.float("percent"), Stickiness: fp.str("stickiness"), Selector: fp.str("selector")}
@@ -176,13 +220,19 @@ func (h *handler) turnOn(c *gin.Context) {
 		fp.add("reason", "is required: say why you make this change")
 	}
 	if err := fp.err(); err != nil {
-		h.switchPage(c, 0, "on", err)
+		onErr(err)
 		return
 	}
 	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
-		h.switchPage(c, 0, "on", err)
+		onErr(err)
 		return
+	}
+	if _, ok := c.Request.PostForm["stickiness"]; !ok {
+		r.Stickiness = sw.Rollout().Stickiness
+	}
+	if _, ok := c.Request.PostForm["selector"]; !ok {
+		r.Selector = sw.Rollout().Selector
 	}
 	if needsConfirm(sw.Level, r.Percent) && !confirmed(c) {
 		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
@@ -190,7 +240,7 @@ func (h *handler) turnOn(c *gin.Context) {
 	}
 	_, rc, err := h.svc.TurnOn(c.Request.Context(), actor(c), app, name, t)
 	if err != nil {
-		h.switchPage(c, 0, "on", err)
+		onErr(err)
 		return
 	}
 	redirect(c, h.back(c, switchURL(app, name)), app+"/"+name+" is on at "+percent(r.Percent)+"."+receiptNote(rc))
@@ -247,12 +297,28 @@ func switchFields(fp *formParser) (level wire.Level, fallback json.RawMessage) {
 	return level, fallback
 }
 
-// newSwitchData holds the defaults of the create form.
+// newSwitchData holds the defaults of the create form: the API's.
 func newSwitchData(app string) map[string]any {
-	return map[string]any{"App": app, "S": server.SwitchView{Level: wire.L3, MaxOn: "24h", ExpiryPolicy: server.ExpiryRemind}}
+	return map[string]any{"App": app, "S": server.SwitchView{Level: wire.L3, MaxOn: shortDuration(server.DefaultMaxOn), ExpiryPolicy: server.ExpiryRemind}}
+}
+
+// shortDuration writes d without zero units: "72h", "1h30m".
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func (h *handler) newSwitchPage(c *gin.Context) {
+	if !canWriteAny(c) {
+		h.message(c, http.StatusForbidden, "Not allowed", "Your role may not create switches; ask an admin for an operator grant.")
+		return
+	}
 	h.render(c, http.StatusOK, "newswitch", &page{Title: "New switch", Nav: "switches", Data: newSwitchData(c.Query("app"))})
 }
 
@@ -268,6 +334,8 @@ func (h *handler) createSwitch(c *gin.Context) {
 	p := &page{Title: "New switch", Nav: "switches", Data: newSwitchData(app)}
 	if !wire.ValidApp(app) {
 		fp.add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	} else {
+		checkGrant(c, fp, "app", app)
 	}
 	if err := fp.err(); err != nil {
 		h.fail(c, "newswitch", p, "new", err)

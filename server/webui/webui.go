@@ -18,6 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -61,8 +62,12 @@ func MountWith(o Options) console.Mount {
 			hub:      newHub(c.Etcd, c.DB, wire.NamespacePrefix(c.Config.Namespace)),
 			signIn:   newSignInThrottle(o.Clock),
 		}
-		go h.hub.run()
-		c.OnShutdown(h.hub.close) // open event streams would hold up a graceful shutdown
+		h.hub.start()
+		// Stopping the hub ends the open event streams, which would hold up
+		// a graceful shutdown, and joins its goroutines. (Console.Shutdown
+		// runs OnShutdown hooks without awaiting them; a mount that owns a
+		// Close would call stop there.)
+		c.OnShutdown(h.hub.stop)
 		h.routes(r)
 	}
 }
@@ -88,13 +93,16 @@ func (h *handler) routes(r *gin.Engine) {
 	ui.GET("/login", h.loginPage)
 	ui.POST("/login", h.login)
 
-	in := ui.Group("", h.sessions.require, h.sessions.csrf)
+	r.NoRoute(h.notFound)
+
+	in := ui.Group("", h.requireSession, h.checkCSRF)
 	in.POST("/logout", h.logout)
 	in.GET("/", h.overview)
 	in.GET("/events", h.events)
 	in.GET("/switches", h.switchList)
 	in.GET("/switches/new", h.newSwitchPage)
 	in.POST("/switches", h.createSwitch)
+	in.POST("/switches/on", h.quickOn)
 	sw := in.Group("/apps/:app/switches/:name")
 	sw.GET("", h.switchDetail)
 	sw.POST("/on", h.turnOn)
@@ -122,12 +130,15 @@ func (h *handler) routes(r *gin.Engine) {
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
 func securityHeaders(c *gin.Context) {
-	hd := c.Writer.Header()
+	setSecurityHeaders(c.Writer.Header())
+	c.Next()
+}
+
+func setSecurityHeaders(hd http.Header) {
 	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("Referrer-Policy", "same-origin")
 	hd.Set("X-Frame-Options", "DENY")
-	c.Next()
 }
 
 // page is what every template receives.
@@ -187,6 +198,10 @@ func (p *page) Val(form, field string, def any) string {
 // CanWrite reports whether the signed-in user may change app.
 func (p *page) CanWrite(app string) bool { return p.User != nil && p.User.Actor().CanWrite(app) }
 
+// CanWriteAny reports whether the signed-in user may change some app, and
+// so is offered create forms.
+func (p *page) CanWriteAny() bool { return writesSomeApp(p.User) }
+
 // IsAdmin reports whether the signed-in user is an admin.
 func (p *page) IsAdmin() bool { return p.User != nil && p.User.Role == server.RoleAdmin }
 
@@ -214,15 +229,16 @@ var funcs = template.FuncMap{
 		if !ok {
 			return ""
 		}
-		return tm.UTC().Format("2006-01-02 15:04:05 UTC")
+		return tm.UTC().Format(stampLayout)
 	},
-	"pct":       percent,
-	"levelName": func(l wire.Level) string { return l.Label() },
-	"dangerous": needsConfirm,
-	"join":      strings.Join,
-	"levels":    func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
-	"kinds":     func() []string { return wire.LimitKinds },
-	"query":     func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
+	"pct":          percent,
+	"defaultMaxOn": func() string { return shortDuration(server.DefaultMaxOn) },
+	"levelName":    func(l wire.Level) string { return l.Label() },
+	"dangerous":    needsConfirm,
+	"join":         strings.Join,
+	"levels":       func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
+	"kinds":        func() []string { return wire.LimitKinds },
+	"query":        func(kv ...string) template.URL { return template.URL(queryString(kv...)) },
 	"args": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -230,11 +246,7 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"actions": func() []string {
-		return []string{"switch.create", "switch.update", "switch.on", "switch.off", "switch.rollback", "switch.delete",
-			"limit.create", "limit.update", "limit.on", "limit.off", "limit.delete",
-			"user.create", "user.update", "user.password", "token.create", "token.revoke"}
-	},
+	"actions": func() []audit.Action { return audit.Actions },
 	"targetURL": func(target string) string {
 		if rest, ok := strings.CutPrefix(target, "switch/"); ok {
 			if app, name, ok := strings.Cut(rest, "/"); ok {
@@ -252,6 +264,9 @@ var funcs = template.FuncMap{
 		return url.PathEscape(s)
 	},
 }
+
+// stampLayout is how pages show a point in time.
+const stampLayout = "2006-01-02 15:04:05 UTC"
 
 // percent formats a rollout percentage: "25 %", "0.5 %".
 func percent(f float64) string {

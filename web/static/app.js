@@ -84,11 +84,12 @@
     }, true);
   }
 
-  // ---- Opening a quick form puts the cursor in its reason field.
+  // ---- Opening a quick form puts the cursor in its first field to type:
+  // the one marked data-focus, else the reason.
   document.addEventListener("toggle", function (e) {
     var d = e.target;
     if (d.tagName !== "DETAILS" || !d.open) return;
-    var input = d.querySelector("input[name=reason]");
+    var input = d.querySelector("[data-focus]") || d.querySelector("input[name=reason]");
     if (input) input.focus();
   }, true);
 
@@ -125,14 +126,26 @@
       fs.disabled = !on;
     });
   }
+  // Key parameters apply only when the rule keys by something; hidden ones
+  // are disabled, so they are not submitted.
+  function syncKeyBy(form) {
+    var sel = form.querySelector("select#key-by-source");
+    if (!sel) return;
+    form.querySelectorAll("[data-keyby]").forEach(function (el) {
+      var on = el.getAttribute("data-keyby").split(" ").indexOf(sel.value) >= 0;
+      el.hidden = !on;
+      el.querySelectorAll("input").forEach(function (i) { i.disabled = !on; });
+    });
+  }
   function syncAll() {
-    document.querySelectorAll("form").forEach(function (f) { syncLevel(f); syncKind(f); });
+    document.querySelectorAll("form").forEach(function (f) { syncLevel(f); syncKind(f); syncKeyBy(f); });
   }
   document.addEventListener("change", function (e) {
     var f = e.target.form;
     if (!f) return;
     if (e.target.matches("select.level-select")) syncLevel(f);
     if (e.target.matches("select#kind")) syncKind(f);
+    if (e.target.matches("select#key-by-source")) syncKeyBy(f);
   });
   syncAll();
   document.addEventListener("sy:refreshed", syncAll);

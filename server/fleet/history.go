@@ -1,0 +1,184 @@
+package fleet
+
+import (
+	"time"
+
+	"github.com/switchyard-io/switchyard/server/signal"
+)
+
+// Series of a switch's history.
+const (
+	seriesDegradedRate = iota
+	seriesDegradedShare
+	seriesFallbackRate
+	seriesAppliedShare
+)
+
+// Series of a limit rule's history.
+const (
+	seriesRejectedRate = iota
+	seriesAllowedRate
+	seriesShadowRate
+	seriesBreakersOpen
+)
+
+// sample is one point of history: up to four series at one time. NaN
+// marks no data.
+type sample struct {
+	at int64
+	v  [4]float32
+}
+
+// ring keeps the newest samples of one switch or rule.
+type ring struct {
+	buf  []sample
+	next int
+	full bool
+}
+
+func newRing(n int) *ring { return &ring{buf: make([]sample, n)} }
+
+func (r *ring) add(s sample) {
+	r.buf[r.next] = s
+	r.next = (r.next + 1) % len(r.buf)
+	r.full = r.full || r.next == 0
+}
+
+// each visits the samples oldest first.
+func (r *ring) each(fn func(sample)) {
+	if r.full {
+		for _, s := range r.buf[r.next:] {
+			fn(s)
+		}
+	}
+	for _, s := range r.buf[:r.next] {
+		fn(s)
+	}
+}
+
+// Sample records one history point at now for every switch that is
+// published or was ever degraded, and every rule that was ever reported.
+// Run calls it every HistoryStep; tests call it with the time they want.
+func (m *Model) Sample(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int(m.cfg.HistoryLength / m.cfg.HistoryStep)
+	at := now.Unix()
+	for name, a := range m.apps {
+		for i, sw := range a.names {
+			r := a.swHist[uint32(i)]
+			_, published := a.effective(sw)
+			v := m.switchSeries(name, sw)
+			if r == nil {
+				if !published && v[seriesDegradedRate] == 0 {
+					continue
+				}
+				r = newRing(n)
+				a.swHist[uint32(i)] = r
+			}
+			r.add(sample{at, v})
+		}
+		limits := map[string]bool{}
+		for _, in := range a.instances {
+			for res := range in.limits {
+				limits[res] = true
+			}
+		}
+		for res := range a.limHist {
+			limits[res] = true
+		}
+		for res := range limits {
+			r := a.limHist[res]
+			if r == nil {
+				r = newRing(n)
+				a.limHist[res] = r
+			}
+			l := m.limit(name, res)
+			r.add(sample{at, [4]float32{float32(l.RejectedRate), float32(l.AllowedRate), float32(l.ShadowRate), float32(l.BreakersOpen)}})
+		}
+	}
+}
+
+// switchSeries computes a switch's history series now (callers hold m.mu).
+func (m *Model) switchSeries(app, name string) [4]float32 {
+	var deg, fb float64
+	var live, signals, answering, applied int
+	var rev int64
+	if a := m.apps[app]; a != nil {
+		if p, ok := a.effective(name); ok {
+			rev = p.modRev
+		}
+	}
+	m.eachInstance(app, name, func(a *appState, in *instance) {
+		live++
+		if in.reportAt > 0 {
+			signals++
+		}
+		if rev > 0 && in.appliedRevision >= rev {
+			applied++
+		}
+		if i, ok := a.index[name]; ok {
+			if sig := in.switches[i]; sig != nil {
+				deg += sig.degradedRate
+				fb += sig.fallbackRate
+				if sig.degradedRate > 0 {
+					answering++
+				}
+			}
+		}
+	})
+	nan := float32(nanValue)
+	v := [4]float32{nan, nan, nan, nan}
+	if signals > 0 {
+		v[seriesDegradedRate], v[seriesFallbackRate] = float32(deg), float32(fb)
+		v[seriesDegradedShare] = float32(answering) / float32(signals)
+	}
+	if live > 0 && rev > 0 {
+		v[seriesAppliedShare] = float32(applied) / float32(live)
+	}
+	return v
+}
+
+// History returns the degraded answers per second of switch app/name at
+// each sampled time since since, oldest first (times without data are
+// left out): the Overview's sparkline.
+func (m *Model) History(app, name string, since time.Time) []signal.Point {
+	return m.switchHistory(app, name, seriesDegradedRate, since, time.Time{})
+}
+
+func (m *Model) switchHistory(app, name string, series int, start, end time.Time) []signal.Point {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	a := m.apps[app]
+	if a == nil {
+		return nil
+	}
+	i, ok := a.index[name]
+	if !ok || a.swHist[i] == nil {
+		return nil
+	}
+	return points(a.swHist[i], series, start, end)
+}
+
+func (m *Model) limitHistory(app, resource string, series int, start, end time.Time) []signal.Point {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	a := m.apps[app]
+	if a == nil || a.limHist[resource] == nil {
+		return nil
+	}
+	return points(a.limHist[resource], series, start, end)
+}
+
+// points selects one series of r between start and end (zero end: no end).
+func points(r *ring, series int, start, end time.Time) []signal.Point {
+	var out []signal.Point
+	r.each(func(s sample) {
+		t := time.Unix(s.at, 0).UTC()
+		if t.Before(start) || (!end.IsZero() && t.After(end)) || s.v[series] != s.v[series] {
+			return
+		}
+		out = append(out, signal.Point{At: t, Value: float64(s.v[series])})
+	})
+	return out
+}

@@ -1,0 +1,75 @@
+package webui
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// TestHubStopJoins: the hub announces a change in etcd, and stop returns
+// only after its watch and its audit poll have ended, while the etcd
+// client and the database are still open.
+func TestHubStopJoins(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	// Connections opened now are the client's and the pool's, not the hub's.
+	if _, err := cli.Get(context.Background(), "/hub-test/"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("SELECT 1").Error; err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent()
+
+	h := newHub(cli, db, "/hub-test/")
+	h.start()
+	ch, unsubscribe := h.subscribe()
+	defer unsubscribe()
+	// The watch may not be established yet: write until a notice comes.
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for got := false; !got; {
+		select {
+		case <-ch:
+			got = true
+		case <-tick.C:
+			if _, err := cli.Put(context.Background(), "/hub-test/k", time.Now().String()); err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("no change notice within 10 s")
+		}
+	}
+
+	h.stop()
+	select {
+	case <-h.closing:
+	default:
+		t.Error("stop left the streams open")
+	}
+	if err := goleak.Find(append(etcdtest.LeakOptions(), before)...); err != nil {
+		t.Errorf("the hub's goroutines outlive stop:\n%v", err)
+	}
+}
