@@ -255,8 +255,10 @@ func (c *Console) Describe(w io.Writer) {
 	}
 }
 
-// Shutdown stops serving (in-flight requests finish within ctx), resigns
-// the election, and closes etcd and the database. A scheduler still stuck
+// Shutdown stops serving (in-flight requests finish within ctx), gives up
+// the election (its session's lease is revoked, so a follower takes over at
+// once), and closes etcd and the database; an embedded etcd ends its
+// clients' watches rather than waiting for them. A scheduler still stuck
 // on an unreachable etcd when ctx ends is cut off by closing the etcd
 // client: etcd's campaign cleanup waits on nothing but the client's own
 // context.
