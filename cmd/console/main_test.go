@@ -296,14 +296,21 @@ func TestBinaryStartFailures(t *testing.T) {
 	}
 }
 
-// TestBinarySecondConsole: a second `console` with the same flags on one
-// host fails with one line naming the setting, and the first keeps serving.
+// TestBinarySecondConsole: a second `console` with the same flags, or the
+// same data dir, on one host fails with one line naming the setting, and
+// the first keeps serving.
 func TestBinarySecondConsole(t *testing.T) {
 	args, listen, _ := embeddedArgs(t)
 	first := start(t, args)
-	msg := fails(t, args)
-	if !strings.Contains(msg, "--listen or SWITCHYARD_LISTEN") {
+	if msg := fails(t, args); !strings.Contains(msg, "--listen or SWITCHYARD_LISTEN") {
 		t.Errorf("error does not name --listen: %s", msg)
+	}
+	// On other ports but in the same data dir (it used to hang, deaf to
+	// SIGTERM, on the embedded etcd's file lock).
+	other, _, _ := embeddedArgs(t)
+	other[1] = args[1]
+	if msg := fails(t, other); !strings.Contains(msg, "in use by another console") || !strings.Contains(msg, "--data-dir or SWITCHYARD_DATA_DIR") {
+		t.Errorf("error does not name --data-dir: %s", msg)
 	}
 	resp, err := http.Get("http://" + listen + "/healthz")
 	if err != nil || resp.StatusCode != 200 {

@@ -12,12 +12,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -46,8 +48,10 @@ type Console struct {
 	listener net.Listener
 	http     *http.Server
 	embedded *embedetcd.Server
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// dataDirLock keeps a second console off this one's data dir.
+	dataDirLock *fileutil.LockedFile
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Mount adds routes (such as the web UI) to the console's engine.
@@ -92,7 +96,7 @@ func (c *Console) open(ctx context.Context, mounts []Mount) error {
 	}
 	embedded := len(cfg.EtcdEndpoints) == 0
 	if embedded || cfg.DatabaseURL == "" {
-		if err := checkDataDir(cfg.DataDir); err != nil {
+		if c.dataDirLock, err = lockDataDir(cfg.DataDir); err != nil {
 			return hint(fmt.Errorf("console: data dir %s: %w", cfg.DataDir, err), "change", "data-dir")
 		}
 	}
@@ -204,18 +208,28 @@ func hint(err error, verb, flagName string) error {
 	return fmt.Errorf("%w (%s %s)", err, verb, settingName(flagName))
 }
 
-// checkDataDir creates dir if needed and proves it writable, so a bad
-// --data-dir fails here with its name rather than deep inside SQLite or etcd.
-func checkDataDir(dir string) error {
+// lockDataDir creates dir if needed and locks it for this console, so a
+// bad --data-dir fails here with its name rather than deep inside SQLite or
+// etcd, and a second console on the same data dir fails at once: the
+// embedded etcd would otherwise wait forever on its database's file lock.
+// The lock file holds the owner's pid.
+func lockDataDir(dir string) (*fileutil.LockedFile, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return err
+		return nil, err
 	}
-	f, err := os.CreateTemp(dir, ".write-check-*")
+	path := filepath.Join(dir, "console.lock")
+	f, err := fileutil.TryLockFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fileutil.ErrLocked) {
+		owner, _ := os.ReadFile(path)
+		return nil, fmt.Errorf("in use by another console (pid %s holds %s)", strings.TrimSpace(string(owner)), path)
+	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	f.Close()
-	return os.Remove(f.Name())
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
 }
 
 // withConnectTimeout bounds each connection attempt to Postgres at 10 s
@@ -294,5 +308,8 @@ func (c *Console) closeResources() {
 		if db, err := c.DB.DB(); err == nil {
 			db.Close()
 		}
+	}
+	if c.dataDirLock != nil {
+		c.dataDirLock.Close()
 	}
 }

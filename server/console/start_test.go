@@ -115,9 +115,10 @@ func TestStartFailures(t *testing.T) {
 	}
 }
 
-// TestSecondConsoleOnOneHost: a second console started with the same
-// (default-shaped) configuration as a running one fails with one line
-// naming the setting, and the first keeps running.
+// TestSecondConsoleOnOneHost: a second console started next to a running
+// one with the same configuration, or the same data dir, or the same
+// embedded etcd ports, fails at once with one line naming the setting, and
+// the first keeps running.
 func TestSecondConsoleOnOneHost(t *testing.T) {
 	cfg := embeddedConfig(t)
 	first, err := console.Start(context.Background(), cfg, nil)
@@ -125,7 +126,7 @@ func TestSecondConsoleOnOneHost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop(first)
-	check := func(cfg console.Config, want string) {
+	check := func(cfg console.Config, want ...string) {
 		t.Helper()
 		c, err := console.Start(context.Background(), cfg, nil)
 		if err == nil {
@@ -133,15 +134,22 @@ func TestSecondConsoleOnOneHost(t *testing.T) {
 			t.Fatal("second console started")
 		}
 		t.Logf("error: %v", err)
-		if !strings.Contains(err.Error(), want) {
-			t.Fatalf("error lacks %q: %v", want, err)
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Fatalf("error lacks %q: %v", w, err)
+			}
 		}
 	}
 	check(cfg, "--listen or SWITCHYARD_LISTEN")
-	// Moved off the HTTP port, it trips over the embedded etcd's.
-	cfg.Listen = etcdtest.FreeAddr(t)
-	cfg.DataDir = t.TempDir()
-	check(cfg, "--embedded-etcd-")
+	// On other ports it finds the data dir taken (the embedded etcd would
+	// wait forever for its database's file lock).
+	other := embeddedConfig(t)
+	other.DataDir = cfg.DataDir
+	check(other, "in use by another console", "--data-dir or SWITCHYARD_DATA_DIR")
+	// In another data dir it trips over the embedded etcd's ports.
+	other.DataDir = t.TempDir()
+	other.EmbeddedEtcdURL, other.EmbeddedEtcdPeer = cfg.EmbeddedEtcdURL, cfg.EmbeddedEtcdPeer
+	check(other, "--embedded-etcd-")
 	mustStatus(t, call(t, first, "GET", "/healthz", "", ""), 200)
 }
 
