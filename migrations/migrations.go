@@ -9,8 +9,10 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"time"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed postgres/*.sql sqlite/*.sql
@@ -26,10 +28,17 @@ const (
 )
 
 func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
-	var gd goose.Dialect
+	var (
+		gd   goose.Dialect
+		opts []goose.ProviderOption
+	)
 	switch d {
 	case Postgres:
 		gd = goose.DialectPostgres
+		// Consoles started together (two replicas on a fresh database)
+		// must not run the migrations at once: concurrent CREATE TABLEs
+		// collide in pg_type.
+		opts = append(opts, goose.WithSessionLocker(advisoryLock{}))
 	case SQLite:
 		gd = goose.DialectSQLite3
 	default:
@@ -39,7 +48,30 @@ func provider(db *sql.DB, d Dialect) (*goose.Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return goose.NewProvider(gd, db, sub)
+	return goose.NewProvider(gd, db, sub, opts...)
+}
+
+// lockWait bounds how long Up waits for another process's migrations.
+const lockWait = 5 * time.Minute
+
+// advisoryLock serialises migrations on a Postgres session advisory lock
+// (goose's lock id). It waits on pg_advisory_lock, so a console that lost
+// the race starts the moment the winner is done; goose's own locker polls
+// pg_try_advisory_lock once a second at best.
+type advisoryLock struct{}
+
+func (advisoryLock) SessionLock(ctx context.Context, conn *sql.Conn) error {
+	ctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, "SELECT pg_advisory_lock($1)", lock.DefaultLockID); err != nil {
+		return fmt.Errorf("migrations: wait for the migration lock (advisory lock %d, held by another console migrating this database): %w", lock.DefaultLockID, err)
+	}
+	return nil
+}
+
+func (advisoryLock) SessionUnlock(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, "SELECT pg_advisory_unlock($1)", lock.DefaultLockID)
+	return err
 }
 
 // Up applies every pending migration and returns the schema version.

@@ -49,3 +49,41 @@ func TestUpDownUpPostgres(t *testing.T) {
 		t.Fatalf("up again: %d %v", v, err)
 	}
 }
+
+// TestConcurrentUpPostgres: consoles started together on an empty database
+// (docker-compose starts two replicas at once) each run the migrations; one
+// takes the migration lock, the others wait and then find nothing to do.
+// Without the lock, concurrent CREATE TABLEs collide in pg_type.
+func TestConcurrentUpPostgres(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	latest, err := migrations.Latest(migrations.Postgres)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	type result struct {
+		version int64
+		err     error
+	}
+	results := make(chan result, n)
+	start := make(chan struct{})
+	for range n {
+		go func() {
+			db, err := sql.Open("pgx", url)
+			if err != nil {
+				results <- result{err: err}
+				return
+			}
+			defer db.Close()
+			<-start
+			v, err := migrations.Up(context.Background(), db, migrations.Postgres)
+			results <- result{v, err}
+		}()
+	}
+	close(start)
+	for range n {
+		if r := <-results; r.err != nil || r.version != latest {
+			t.Errorf("concurrent up: version %d (want %d), %v", r.version, latest, r.err)
+		}
+	}
+}

@@ -3,11 +3,13 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -19,8 +21,11 @@ type SchedulerConfig struct {
 	Namespace string
 	// ID names this console in the election (host:port is a good choice).
 	ID string
-	// SessionTTL is the election lease; a dead leader is replaced after at
-	// most this long (default 5s).
+	// SessionTTL is the election lease, in whole seconds (default 1s): a
+	// leader that dies without resigning is replaced once etcd expires it,
+	// within about TTL + 0.5 s. etcd raises a TTL below its minimum (1.5 ×
+	// its election timeout, rounded up: 2 s at etcd's default 1000 ms); the
+	// scheduler logs a warning when it does.
 	SessionTTL time.Duration
 	// ReconcileInterval is the period of full reconciliation (default 30s).
 	ReconcileInterval time.Duration
@@ -38,16 +43,27 @@ type Scheduler struct {
 	pub     *Publisher
 	cfg     SchedulerConfig
 	leading atomic.Bool
+
+	// Run's goroutine only:
+	orphan    clientv3.LeaseID // lease of an ended term that etcd did not revoke
+	ttlWarned bool             // etcd's raised TTL was logged
 }
+
+// Pauses between campaigns: retryMin after a term that led, doubling while
+// campaigns fail, up to retryMax.
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = time.Second
+)
 
 // NewScheduler returns a scheduler; Run starts it.
 func NewScheduler(cli *clientv3.Client, pub *Publisher, c SchedulerConfig) *Scheduler {
 	if c.SessionTTL == 0 {
-		c.SessionTTL = 5 * time.Second
+		c.SessionTTL = time.Second
 	}
 	// etcd leases count whole seconds; below one the lease would silently
 	// fall back to etcd's 60 s default.
-	c.SessionTTL = max(c.SessionTTL, time.Second)
+	c.SessionTTL = max(c.SessionTTL.Truncate(time.Second), time.Second)
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = 30 * time.Second
 	}
@@ -63,16 +79,21 @@ func NewScheduler(cli *clientv3.Client, pub *Publisher, c SchedulerConfig) *Sche
 // Leading reports whether this console currently holds the election.
 func (s *Scheduler) Leading() bool { return s.leading.Load() }
 
-// Run campaigns until ctx ends. On return any leadership has been resigned.
+// Run campaigns until ctx ends. On return any leadership has been given up.
 func (s *Scheduler) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	backoff := retryMin
 	for ctx.Err() == nil {
-		err := s.term(ctx)
+		led, err := s.term(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			s.cfg.Logger.Warn("scheduler: election", "err", err)
+		}
+		if led {
+			// A won campaign shows etcd works again: the next one must not
+			// wait out the failures of earlier outages.
+			backoff = retryMin
 		}
 		// Jittered, capped backoff before campaigning again.
 		d := backoff/2 + rand.N(backoff/2+1)
@@ -81,42 +102,107 @@ func (s *Scheduler) Run(ctx context.Context) {
 			return
 		case <-time.After(d):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, retryMax)
 	}
 }
 
-// term is one election session: campaign, lead until the session or ctx
-// ends, resign.
-func (s *Scheduler) term(ctx context.Context) error {
-	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(int(s.cfg.SessionTTL/time.Second)), concurrency.WithContext(ctx))
-	if err != nil {
-		return err
+// term is one election session: revoke what an earlier term left behind,
+// campaign, lead until the session or ctx ends, revoke the session's lease.
+// led reports whether the campaign was won.
+func (s *Scheduler) term(ctx context.Context) (led bool, err error) {
+	if err := s.revokeOrphan(ctx); err != nil {
+		return false, err
 	}
-	defer sess.Close()
+	sess, err := s.newSession(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer s.release(sess)
 	el := concurrency.NewElection(sess, wire.ElectionKey(s.cfg.Namespace))
-	campaignCtx, cancel := context.WithCancel(ctx)
+	termCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
 		select {
 		case <-sess.Done():
-		case <-campaignCtx.Done():
+		case <-termCtx.Done():
 		}
 		cancel()
 	}()
-	if err := el.Campaign(campaignCtx, s.cfg.ID); err != nil {
-		cancel()
-		return err
+	if err := el.Campaign(termCtx, s.cfg.ID); err != nil {
+		return false, err
 	}
 	fence := NewFence(el.Key(), el.Rev())
 	s.setLeading(true)
 	s.cfg.Logger.Info("scheduler: leading", "id", s.cfg.ID)
-	err = s.lead(campaignCtx, fence)
+	err = s.lead(termCtx, fence)
 	s.setLeading(false)
-	cancel()
-	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer rcancel()
-	_ = el.Resign(rctx)
 	s.cfg.Logger.Info("scheduler: stepped down", "id", s.cfg.ID)
 	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return true, err
+}
+
+// newSession grants the election lease and keeps it alive.
+func (s *Scheduler) newSession(ctx context.Context) (*concurrency.Session, error) {
+	ttl := int64(s.cfg.SessionTTL / time.Second)
+	grant, err := s.cli.Grant(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if grant.TTL > ttl && !s.ttlWarned {
+		s.ttlWarned = true
+		s.cfg.Logger.Warn("scheduler: etcd raised the election TTL to its minimum lease TTL (1.5 × its election timeout, rounded up); a crashed leader is replaced only after that long",
+			"asked", s.cfg.SessionTTL, "granted", time.Duration(grant.TTL)*time.Second)
+	}
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithLease(grant.ID), concurrency.WithContext(ctx))
+	if err != nil {
+		s.revoke(grant.ID)
+		return nil, err
+	}
+	return sess, nil
+}
+
+// release stops renewing sess and revokes its lease, which deletes the
+// election key at once, so a follower takes over without waiting for the
+// TTL.
+func (s *Scheduler) release(sess *concurrency.Session) {
+	sess.Orphan()
+	s.revoke(sess.Lease())
+}
+
+// revoke revokes a lease of this scheduler. If etcd does not answer within
+// the TTL the lease is remembered, and the next term revokes it as soon as
+// etcd answers: an etcd that restarts renews every lease it held, so the
+// dead term's election key would otherwise hold up every campaign, this
+// console's and the others', for another TTL after etcd is back.
+func (s *Scheduler) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.SessionTTL)
+	defer cancel()
+	if err := s.revokeLease(ctx, id); err != nil {
+		s.orphan = id
+		s.cfg.Logger.Warn("scheduler: election lease not revoked; revoking it when etcd answers", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
+	}
+}
+
+// revokeOrphan revokes the lease an earlier term could not, waiting for
+// etcd as long as ctx allows.
+func (s *Scheduler) revokeOrphan(ctx context.Context) error {
+	if s.orphan == clientv3.NoLease {
+		return nil
+	}
+	if err := s.revokeLease(ctx, s.orphan); err != nil {
+		return fmt.Errorf("server: revoke the election lease of the last term: %w", err)
+	}
+	s.cfg.Logger.Info("scheduler: revoked the election lease of the last term", "lease", fmt.Sprintf("%x", int64(s.orphan)))
+	s.orphan = clientv3.NoLease
+	return nil
+}
+
+// revokeLease revokes id; a lease etcd no longer knows counts as revoked.
+func (s *Scheduler) revokeLease(ctx context.Context, id clientv3.LeaseID) error {
+	_, err := s.cli.Revoke(ctx, id)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		return nil
 	}
 	return err

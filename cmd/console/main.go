@@ -12,9 +12,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/switchyard-io/switchyard/audit"
@@ -23,27 +25,45 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "console:", err)
+	err := run(os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // the usage asked for is on stdout
+	}
+	if err != nil {
+		// One line: every error of the console already names its cause and
+		// the setting to change.
+		fmt.Fprintln(os.Stderr, "console:", strings.TrimPrefix(err.Error(), "console: "))
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// run is the console command; help goes to stdout.
+func run(args []string, stdout io.Writer) error {
 	cfg := console.DefaultConfig()
 	if err := cfg.FromEnv(); err != nil {
 		return err
 	}
 	if len(args) > 0 && args[0] == "audit" {
-		return auditCommand(cfg, args[1:])
+		return auditCommand(cfg, args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned as one line; usage only on -h
 	cfg.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			writeUsage(stdout, fs, cfg)
+		}
+		return usageError(err, "console -h")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (see console -h)", fs.Arg(0))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills a console stuck starting or stopping
+	}()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	c, err := console.Start(ctx, cfg, log, mounts...)
 	if err != nil {
@@ -57,19 +77,87 @@ func run(args []string) error {
 	return c.Shutdown(sctx)
 }
 
+// usageError passes -h through and points any other flag error at help.
+func usageError(err error, help string) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return fmt.Errorf("%w (see %s)", err, help)
+}
+
+func writeUsage(w io.Writer, fs *flag.FlagSet, cfg console.Config) {
+	fmt.Fprint(w, `Usage:
+  console [flags]                   serve the JSON API, the web console and the leader's jobs
+  console audit verify [flags]      verify the audit log's hash chain
+  console audit export [flags]      write the audit log to stdout (--format jsonl|csv)
+
+With no flags the console embeds etcd and SQLite in ./data and listens on
+127.0.0.1:8080. Every flag has the SWITCHYARD_* environment variable named
+in its description; a flag wins over its variable.
+
+Flags:
+`)
+	writeFlags(w, fs)
+	fmt.Fprint(w, "\nEnvironment only:\n")
+	cfg.WriteEnvOnly(w)
+	fmt.Fprint(w, "\nThe audit commands' flags: console audit -h\n")
+}
+
+// writeFlags lists fs's flags as --name, with their defaults.
+func writeFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		if f.DefValue != "" {
+			usage += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  --%s %s\n    \t%s\n", f.Name, name, usage)
+	})
+}
+
 // mounts are extra route sets (the web UI) added by other files.
 var mounts []console.Mount
 
-func auditCommand(cfg console.Config, args []string) error {
-	if len(args) == 0 {
-		return errors.New("usage: console audit verify | console audit export --format jsonl|csv")
+func auditCommand(cfg console.Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("console audit", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg.AddFlags(fs, "database-url", "data-dir")
+	format := fs.String("format", audit.FormatJSONL, "export `format`: jsonl or csv (export only)")
+	usage := func() {
+		fmt.Fprint(stdout, `Usage:
+  console audit verify [flags]   verify the audit log's hash chain; exits 1 at the first event that does not match
+  console audit export [flags]   write the audit log to stdout
+
+Both read the console's database: --database-url, or the SQLite file in --data-dir.
+
+Flags:
+`)
+		writeFlags(stdout, fs)
 	}
-	fs := flag.NewFlagSet("audit "+args[0], flag.ContinueOnError)
-	fs.StringVar(&cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "postgres:// URL (empty: SQLite in the data dir)")
-	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "data directory of the embedded SQLite database")
-	format := fs.String("format", audit.FormatJSONL, "export format: jsonl or csv")
-	if err := fs.Parse(args[1:]); err != nil {
+	parse := func(args []string) error {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+		}
 		return err
+	}
+	if len(args) == 0 {
+		return errors.New("audit: name a command, verify or export (see console audit -h)")
+	}
+	cmd := args[0]
+	if strings.HasPrefix(cmd, "-") { // flags before the command: only -h makes sense
+		if err := parse(args); err != nil {
+			return usageError(err, "console audit -h")
+		}
+		return errors.New("audit: name a command, verify or export (see console audit -h)")
+	}
+	if cmd != "verify" && cmd != "export" {
+		return fmt.Errorf("audit: unknown command %q: verify or export (see console audit -h)", cmd)
+	}
+	if err := parse(args[1:]); err != nil {
+		return usageError(err, "console audit -h")
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("audit %s: unexpected argument %q (see console audit -h)", cmd, fs.Arg(0))
 	}
 	ctx := context.Background()
 	if cfg.DatabaseURL == "" {
@@ -84,19 +172,16 @@ func auditCommand(cfg console.Config, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch args[0] {
-	case "verify":
-		res, err := audit.Verify(ctx, db)
-		if err != nil {
-			return err
-		}
-		if !res.OK() {
-			return res.Mismatch
-		}
-		fmt.Printf("audit chain ok: %d events, head %s\n", res.Events, res.HeadHash)
-		return nil
-	case "export":
-		return audit.Export(ctx, db, os.Stdout, *format, audit.Filter{})
+	if cmd == "export" {
+		return audit.Export(ctx, db, stdout, *format, audit.Filter{})
 	}
-	return fmt.Errorf("unknown audit command %q", args[0])
+	res, err := audit.Verify(ctx, db)
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		return res.Mismatch
+	}
+	fmt.Fprintf(stdout, "audit chain ok: %d events, head %s\n", res.Events, res.HeadHash)
+	return nil
 }

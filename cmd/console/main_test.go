@@ -2,7 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,25 +20,47 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/server/console"
 )
 
-// TestBinaryEmbeddedDefaults builds the console, starts it with nothing but
-// a data dir and free ports (embedded etcd and SQLite), checks that it prints
-// its addresses and a bootstrap token that works, then stops it with SIGTERM
+// bin is the console binary, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "console-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "console")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// embeddedArgs runs the console on its embedded defaults in a fresh data
+// dir on free ports.
+func embeddedArgs(t *testing.T) (args []string, listen, etcdURL string) {
+	listen, etcdURL = etcdtest.FreeAddr(t), "http://"+etcdtest.FreeAddr(t)
+	return []string{"--data-dir", t.TempDir(), "--listen", listen,
+		"--embedded-etcd-client-url", etcdURL,
+		"--embedded-etcd-peer-url", "http://" + etcdtest.FreeAddr(t)}, listen, etcdURL
+}
+
+// TestBinaryEmbeddedDefaults starts the console with nothing but a data dir
+// and free ports (embedded etcd and SQLite), checks that it prints its
+// addresses and a bootstrap token that works, then stops it with SIGTERM
 // and expects a clean exit; a second start reuses the data without printing
 // a new token, and `audit verify` accepts the chain.
 func TestBinaryEmbeddedDefaults(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "console")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	data := t.TempDir()
-	listen := etcdtest.FreeAddr(t)
-	args := []string{"--data-dir", data, "--listen", listen,
-		"--embedded-etcd-client-url", "http://" + etcdtest.FreeAddr(t),
-		"--embedded-etcd-peer-url", "http://" + etcdtest.FreeAddr(t)}
-
-	out := startAndStop(t, bin, args, listen, func(token string) {
+	args, listen, _ := embeddedArgs(t)
+	data := args[1]
+	out := startAndStop(t, args, listen, func(token string) {
 		req, _ := http.NewRequest("POST", "http://"+listen+"/api/v1/apps/demo/switches",
 			strings.NewReader(`{"name":"s","level":"L3","reason":"smoke"}`))
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -48,7 +76,7 @@ func TestBinaryEmbeddedDefaults(t *testing.T) {
 			t.Errorf("start-up output lacks %q:\n%s", want, out)
 		}
 	}
-	out = startAndStop(t, bin, args, listen, nil)
+	out = startAndStop(t, args, listen, nil)
 	if strings.Contains(out, "bootstrap admin token") {
 		t.Errorf("second start printed a new token:\n%s", out)
 	}
@@ -60,67 +88,307 @@ func TestBinaryEmbeddedDefaults(t *testing.T) {
 
 var tokenRE = regexp.MustCompile(`sy_[A-Za-z0-9_-]+`)
 
-// startAndStop runs the binary until it serves, calls use with the printed
-// token (if any), sends SIGTERM and returns stdout.
-func startAndStop(t *testing.T, bin string, args []string, listen string, use func(token string)) string {
+// running is a console binary that printed its start-up lines.
+type running struct {
+	cmd   *exec.Cmd
+	out   strings.Builder // stdout so far
+	lines chan string
+}
+
+// start runs the binary until it serves and has printed its start-up
+// lines (the token line, if any, included).
+func start(t *testing.T, args []string) *running {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
+	r := &running{cmd: exec.Command(bin, args...), lines: make(chan string)}
+	stdout, _ := r.cmd.StdoutPipe()
+	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var out strings.Builder
-	lines := make(chan string)
+	t.Cleanup(func() { _ = r.cmd.Process.Kill() })
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			lines <- sc.Text()
+			r.lines <- sc.Text()
 		}
-		close(lines)
+		close(r.lines)
 	}()
 	deadline := time.After(30 * time.Second)
 	for ready := false; !ready; {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-r.lines:
 			if !ok {
-				t.Fatalf("console exited early:\n%s", out.String())
+				t.Fatalf("console exited early:\n%s", r.out.String())
 			}
-			fmt.Fprintln(&out, l)
+			fmt.Fprintln(&r.out, l)
 			ready = strings.HasPrefix(l, "  database:")
 		case <-deadline:
-			cmd.Process.Kill()
-			t.Fatalf("console did not start:\n%s", out.String())
+			t.Fatalf("console did not start:\n%s", r.out.String())
 		}
 	}
 	// The token line, if any, follows the database line.
 	select {
-	case l := <-lines:
-		fmt.Fprintln(&out, l)
+	case l := <-r.lines:
+		fmt.Fprintln(&r.out, l)
 	case <-time.After(300 * time.Millisecond):
 	}
-	if use != nil {
-		use(tokenRE.FindString(out.String()))
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	return r
+}
+
+// stop sends SIGTERM, expects a clean exit and returns how long it took.
+func (r *running) stop(t *testing.T) time.Duration {
+	t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	signalled := time.Now()
 	done := make(chan error, 1)
 	go func() {
-		for l := range lines {
-			fmt.Fprintln(&out, l)
+		for l := range r.lines {
+			fmt.Fprintln(&r.out, l)
 		}
-		done <- cmd.Wait()
+		done <- r.cmd.Wait()
 	}()
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("console exit after SIGTERM: %v\n%s", err, out.String())
+			t.Fatalf("console exit after SIGTERM: %v\n%s", err, r.out.String())
 		}
 	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
 		t.Fatal("console did not stop within 20 s of SIGTERM")
 	}
-	return out.String()
+	return time.Since(signalled)
+}
+
+// startAndStop runs the binary until it serves, calls use with the printed
+// token (if any), sends SIGTERM and returns stdout.
+func startAndStop(t *testing.T, args []string, listen string, use func(token string)) string {
+	t.Helper()
+	r := start(t, args)
+	if use != nil {
+		use(tokenRE.FindString(r.out.String()))
+	}
+	r.stop(t)
+	return r.out.String()
+}
+
+// TestBinarySIGTERMWithClient: SIGTERM stops a console on its embedded
+// etcd promptly while an SDK client watches that etcd (the embedded etcd
+// used to wait out the open watch stream: 8.7 s).
+func TestBinarySIGTERMWithClient(t *testing.T) {
+	args, _, etcdURL := embeddedArgs(t)
+	r := start(t, args)
+	ctx := context.Background()
+	client, err := sdk.New(ctx, sdk.Config{Endpoints: []string{etcdURL}, App: "checkout", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if err := client.WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	took := r.stop(t)
+	t.Logf("SIGTERM to exit with an SDK client watching: %v", took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Fatalf("SIGTERM took %v to stop the console; want well under 3s", took)
+	}
+}
+
+// fails runs the binary, expects it to fail at start and returns its one
+// line of stderr.
+func fails(t *testing.T, args []string, env ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("the console kept running:\n%s", stdout.String())
+	}
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("exit: %v, want status 1\nstderr: %s", err, stderr.String())
+	}
+	msg := strings.TrimSuffix(stderr.String(), "\n")
+	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "console: ") || strings.Contains(msg, "panic") {
+		t.Fatalf("stderr is not one line of error:\n%s", stderr.String())
+	}
+	t.Logf("stderr: %s", msg)
+	return msg
+}
+
+// holdPort listens on a URL's or address's port until the test ends.
+func holdPort(t *testing.T, addr string) {
+	t.Helper()
+	addr = strings.TrimPrefix(addr, "http://")
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+}
+
+// TestBinaryStartFailures: each start-up failure exits 1 with one line
+// naming the cause and the setting to change (each used to panic).
+func TestBinaryStartFailures(t *testing.T) {
+	flagValue := func(args []string, name string) string {
+		for i, a := range args {
+			if a == name {
+				return args[i+1]
+			}
+		}
+		return ""
+	}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, args []string) []string // may hold a port or change args
+		want  []string
+	}{
+		{"HTTP port taken", func(t *testing.T, args []string) []string {
+			holdPort(t, flagValue(args, "--listen"))
+			return args
+		}, []string{"address already in use", "--listen or SWITCHYARD_LISTEN"}},
+		{"embedded etcd client port taken", func(t *testing.T, args []string) []string {
+			holdPort(t, flagValue(args, "--embedded-etcd-client-url"))
+			return args
+		}, []string{"address already in use", "--embedded-etcd-client-url or SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL"}},
+		{"embedded etcd peer port taken", func(t *testing.T, args []string) []string {
+			holdPort(t, flagValue(args, "--embedded-etcd-peer-url"))
+			return args
+		}, []string{"address already in use", "--embedded-etcd-peer-url or SWITCHYARD_EMBEDDED_ETCD_PEER_URL"}},
+		{"database unreachable", func(t *testing.T, args []string) []string {
+			return append(args, "--database-url", "postgres://postgres:s3cret@"+etcdtest.FreeAddr(t)+"/switchyard?sslmode=disable")
+		}, []string{"connection refused", "--database-url or SWITCHYARD_DATABASE_URL"}},
+		{"data dir unwritable", func(t *testing.T, args []string) []string {
+			file := filepath.Join(t.TempDir(), "file")
+			if err := os.WriteFile(file, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return append(args, "--data-dir", filepath.Join(file, "data"))
+		}, []string{"not a directory", "--data-dir or SWITCHYARD_DATA_DIR"}},
+		{"bad configuration", func(t *testing.T, args []string) []string {
+			return append(args, "--namespace", "Prod!")
+		}, []string{"namespace"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args, _, _ := embeddedArgs(t)
+			msg := fails(t, tc.setup(t, args))
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error lacks %q", w)
+				}
+			}
+			if strings.Contains(msg, "s3cret") {
+				t.Error("the error shows the database password")
+			}
+		})
+	}
+}
+
+// TestBinarySecondConsole: a second `console` with the same flags, or the
+// same data dir, on one host fails with one line naming the setting, and
+// the first keeps serving.
+func TestBinarySecondConsole(t *testing.T) {
+	args, listen, _ := embeddedArgs(t)
+	first := start(t, args)
+	if msg := fails(t, args); !strings.Contains(msg, "--listen or SWITCHYARD_LISTEN") {
+		t.Errorf("error does not name --listen: %s", msg)
+	}
+	// On other ports but in the same data dir (it used to hang, deaf to
+	// SIGTERM, on the embedded etcd's file lock).
+	other, _, _ := embeddedArgs(t)
+	other[1] = args[1]
+	if msg := fails(t, other); !strings.Contains(msg, "in use by another console") || !strings.Contains(msg, "--data-dir or SWITCHYARD_DATA_DIR") {
+		t.Errorf("error does not name --data-dir: %s", msg)
+	}
+	resp, err := http.Get("http://" + listen + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the first console after the second failed: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	first.stop(t)
+}
+
+// help runs the binary with args and expects exit 0 and help on stdout.
+func help(t *testing.T, args ...string) string {
+	t.Helper()
+	var stdout, stderr strings.Builder
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("console %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("console %s wrote to stderr: %s", strings.Join(args, " "), stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestHelp: -h exits 0 and lists every flag, every SWITCHYARD_* variable
+// the console reads and the audit commands; audit -h lists the audit flags.
+func TestHelp(t *testing.T) {
+	out := help(t, "-h")
+	cfg := console.DefaultConfig()
+	var vars []string
+	_ = cfg.LoadEnv(func(name string) string { vars = append(vars, name); return "" })
+	if len(vars) < 10 {
+		t.Fatalf("LoadEnv read only %v", vars)
+	}
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	var want []string
+	want = append(want, vars...)
+	fs.VisitAll(func(f *flag.Flag) { want = append(want, "--"+f.Name+" ") })
+	want = append(want, "console audit verify", "console audit export")
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("console -h lacks %q", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("console -h:\n%s", out)
+	}
+	if out := help(t, "--help"); !strings.Contains(out, "--listen") {
+		t.Errorf("console --help:\n%s", out)
+	}
+	for _, args := range [][]string{{"audit", "-h"}, {"audit", "verify", "-h"}, {"audit", "export", "--help"}} {
+		out := help(t, args...)
+		for _, w := range []string{"verify", "export", "--database-url", "--data-dir", "--format", "SWITCHYARD_DATABASE_URL"} {
+			if !strings.Contains(out, w) {
+				t.Errorf("console %s lacks %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+	}
+}
+
+// TestUsageErrors: a mistyped flag, an unknown audit command or a stray
+// argument is one line pointing at help, exit 1.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lisen", "x"}, "see console -h"},
+		{[]string{"serve"}, `unexpected argument "serve"`},
+		{[]string{"audit"}, "verify or export"},
+		{[]string{"audit", "verfiy"}, `unknown command "verfiy"`},
+		{[]string{"audit", "export", "--bogus"}, "see console audit -h"},
+	} {
+		if msg := fails(t, tc.args); !strings.Contains(msg, tc.want) {
+			t.Errorf("console %s: %q lacks %q", strings.Join(tc.args, " "), msg, tc.want)
+		}
+	}
 }
 
 // TestAuditNeedsExistingDatabase: `audit verify` pointed at a data dir with
@@ -128,7 +396,7 @@ func startAndStop(t *testing.T, bin string, args []string, listen string, use fu
 func TestAuditNeedsExistingDatabase(t *testing.T) {
 	t.Setenv("SWITCHYARD_DATABASE_URL", "")
 	dir := filepath.Join(t.TempDir(), "typo")
-	err := run([]string{"audit", "verify", "--data-dir", dir})
+	err := run([]string{"audit", "verify", "--data-dir", dir}, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "no database at") {
 		t.Fatalf("audit verify on a missing database: %v", err)
 	}

@@ -3,18 +3,31 @@
 // The console uses it when no etcd endpoints are configured, and tests use it
 // (through internal/etcdtest) so that every test talks to a real etcd. It is
 // a thin wrapper over go.etcd.io/etcd/server/v3/embed that picks sane
-// defaults for one member and waits until the member is ready.
+// defaults for one member, waits until the member is ready, and closes it
+// without waiting for clients to hang up.
 package embedetcd
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
+
+// ElectionTimeout is the member's raft election timeout. etcd grants no
+// lease shorter than 1.5 × the election timeout, rounded up to whole
+// seconds: at etcd's default of 1000 ms that is 2 s, at 500 ms it is the
+// 1 s the console's election session asks for. A single member never holds
+// an election once it runs, so the shorter timeout costs nothing here.
+const ElectionTimeout = 500 * time.Millisecond
 
 // Config describes the embedded member.
 type Config struct {
@@ -34,7 +47,8 @@ type Config struct {
 
 // Server is a running embedded etcd member.
 type Server struct {
-	etcd *embed.Etcd
+	etcd    *embed.Etcd
+	streams *streams
 	// Endpoint is the client URL to dial.
 	Endpoint string
 }
@@ -49,6 +63,7 @@ func Start(c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedetcd: peer url: %w", err)
 	}
+	st := &streams{open: map[*context.CancelFunc]struct{}{}}
 	cfg := embed.NewConfig()
 	cfg.Dir = c.Dir
 	if c.Name != "" {
@@ -59,6 +74,8 @@ func Start(c Config) (*Server, error) {
 	cfg.ListenPeerUrls = []url.URL{*pu}
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ElectionMs = uint(ElectionTimeout / time.Millisecond)
+	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainStreamInterceptor(st.intercept)}
 	cfg.LogLevel = "error"
 	if c.Logger != nil {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(c.Logger)
@@ -71,7 +88,7 @@ func Start(c Config) (*Server, error) {
 	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("embedetcd: start: %w", err)
+		return nil, fmt.Errorf("embedetcd: %w", err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -83,8 +100,66 @@ func Start(c Config) (*Server, error) {
 		e.Close()
 		return nil, errors.New("embedetcd: member not ready in time")
 	}
-	return &Server{etcd: e, Endpoint: cu.String()}, nil
+	return &Server{etcd: e, streams: st, Endpoint: cu.String()}, nil
 }
 
-// Close stops the member and releases its ports and files.
-func (s *Server) Close() { s.etcd.Close() }
+// Close stops the member and releases its ports and files. Open client
+// streams (SDK watches, lease keep-alives) are ended first with
+// Unavailable, which clients treat as "reconnect later": etcd's own Close
+// would otherwise wait its full request timeout (about 6 s) for each
+// stream's client to hang up.
+func (s *Server) Close() {
+	s.streams.end()
+	s.etcd.Close()
+}
+
+// streams tracks the member's open gRPC streams so Close can end them.
+type streams struct {
+	mu      sync.Mutex
+	closing bool
+	open    map[*context.CancelFunc]struct{}
+}
+
+// errClosing is what a stream's client sees when the member closes.
+var errClosing = status.Error(codes.Unavailable, "embedetcd: member is shutting down")
+
+// intercept runs a stream with a context that end cancels.
+func (s *streams) intercept(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, cancel := context.WithCancel(ss.Context())
+	defer cancel()
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return errClosing
+	}
+	s.open[&cancel] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.open, &cancel)
+		s.mu.Unlock()
+	}()
+	err := handler(srv, &serverStream{ServerStream: ss, ctx: ctx})
+	if ctx.Err() != nil && ss.Context().Err() == nil {
+		return errClosing // ended by end, not by the client
+	}
+	return err
+}
+
+// end cancels every open stream and refuses new ones.
+func (s *streams) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closing = true
+	for cancel := range s.open {
+		(*cancel)()
+	}
+}
+
+// serverStream is a stream whose context end can cancel.
+type serverStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *serverStream) Context() context.Context { return s.ctx }

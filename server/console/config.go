@@ -7,8 +7,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,6 +34,10 @@ type Config struct {
 	RequestTimeout    time.Duration // --request-timeout / SWITCHYARD_REQUEST_TIMEOUT
 	ShutdownTimeout   time.Duration // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
 	ConsoleID         string        // --id / SWITCHYARD_CONSOLE_ID; default hostname/listen-address
+	// ElectionTTL is the leader election session's TTL (whole seconds): a
+	// leader that dies without resigning is replaced after about this long;
+	// --election-ttl / SWITCHYARD_ELECTION_TTL, default 1s.
+	ElectionTTL time.Duration
 	// TrustedProxies are the addresses (IPs or CIDRs) whose X-Forwarded-For
 	// is believed for the client address in audit events and throttles;
 	// --trusted-proxies / SWITCHYARD_TRUSTED_PROXIES, default none.
@@ -50,79 +56,149 @@ func DefaultConfig() Config {
 		PublishWait:       time.Second,
 		RequestTimeout:    15 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
+		ElectionTTL:       time.Second,
 	}
 }
 
-// AddFlags registers the flags on fs, with defaults taken from c (so call it
-// after LoadEnv to let the environment set the defaults).
-func (c *Config) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP listen address")
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded etcd and SQLite data")
-	envconf.ListVar(fs, &c.EtcdEndpoints, "etcd-endpoints", "comma-separated etcd endpoints (empty: start an embedded etcd)")
-	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "postgres:// URL (empty: embedded SQLite in the data dir)")
-	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "namespace (deployment environment)")
-	fs.StringVar(&c.EmbeddedEtcdURL, "embedded-etcd-client-url", c.EmbeddedEtcdURL, "client URL of the embedded etcd")
-	fs.StringVar(&c.EmbeddedEtcdPeer, "embedded-etcd-peer-url", c.EmbeddedEtcdPeer, "peer URL of the embedded etcd")
-	fs.DurationVar(&c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "period of the database/etcd reconciliation")
-	fs.DurationVar(&c.PublishWait, "publish-wait", c.PublishWait, "how long a change waits for its etcd publication before answering")
-	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "how long a request (API or web page) may wait for the database before it answers 503 (event streams are exempt)")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
-	fs.StringVar(&c.ConsoleID, "id", c.ConsoleID, "this console's name in the leader election")
-	envconf.ListVar(fs, &c.TrustedProxies, "trusted-proxies", "comma-separated proxy IPs/CIDRs whose X-Forwarded-For is trusted (default none)")
+// setting binds one Config field to its flag and its SWITCHYARD_*
+// environment twin; flag is "" for a variable that has none (a secret never
+// goes on a command line). Flags, environment, -h and the hints of start-up
+// errors all come from this one table.
+type setting struct {
+	flag, env, usage string
+	value            flag.Value
+}
+
+func (c *Config) settings() []setting {
+	return []setting{
+		{"listen", "SWITCHYARD_LISTEN", "HTTP listen address, `host:port`", (*stringValue)(&c.Listen)},
+		{"data-dir", "SWITCHYARD_DATA_DIR", "`directory` for the embedded etcd and SQLite data", (*stringValue)(&c.DataDir)},
+		{"etcd-endpoints", "SWITCHYARD_ETCD_ENDPOINTS", "comma-separated etcd endpoint `URLs` (empty: start an embedded etcd)", (*listValue)(&c.EtcdEndpoints)},
+		{"database-url", "SWITCHYARD_DATABASE_URL", "postgres:// `URL` of the database (empty: embedded SQLite in the data dir)", (*stringValue)(&c.DatabaseURL)},
+		{"namespace", "SWITCHYARD_NAMESPACE", "`namespace` (deployment environment)", (*stringValue)(&c.Namespace)},
+		{"", "SWITCHYARD_BOOTSTRAP_TOKEN", "admin token created on the first start, at least 16 characters (unset: one is generated and printed once)", (*stringValue)(&c.BootstrapToken)},
+		{"embedded-etcd-client-url", "SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", "client `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdURL)},
+		{"embedded-etcd-peer-url", "SWITCHYARD_EMBEDDED_ETCD_PEER_URL", "peer `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdPeer)},
+		{"reconcile-interval", "SWITCHYARD_RECONCILE_INTERVAL", "period of the database/etcd reconciliation (a `duration`)", (*durationValue)(&c.ReconcileInterval)},
+		{"publish-wait", "SWITCHYARD_PUBLISH_WAIT", "how long a change waits for its etcd publication before answering (a `duration`)", (*durationValue)(&c.PublishWait)},
+		{"request-timeout", "SWITCHYARD_REQUEST_TIMEOUT", "how long a request (API or web page) may wait for the database before it answers 503; event streams are exempt (a `duration`)", (*durationValue)(&c.RequestTimeout)},
+		{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "time allowed for in-flight requests at shutdown (a `duration`)", (*durationValue)(&c.ShutdownTimeout)},
+		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL)},
+		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID)},
+		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies)},
+	}
+}
+
+// AddFlags registers the flags named in only (every flag when only is
+// empty) on fs, with defaults taken from c (so call it after LoadEnv to let
+// the environment set the defaults). Each flag's usage names its
+// environment twin.
+func (c *Config) AddFlags(fs *flag.FlagSet, only ...string) {
+	for _, s := range c.settings() {
+		if s.flag != "" && (len(only) == 0 || slices.Contains(only, s.flag)) {
+			fs.Var(s.value, s.flag, s.usage+" ($"+s.env+")")
+		}
+	}
+}
+
+// WriteEnvOnly describes, for -h, the variables that have no flag.
+func (c *Config) WriteEnvOnly(w io.Writer) {
+	for _, s := range c.settings() {
+		if s.flag == "" {
+			fmt.Fprintf(w, "  %s\n    \t%s\n", s.env, s.usage)
+		}
+	}
 }
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
 func (c *Config) LoadEnv(getenv func(string) string) error {
 	e := envconf.New(getenv)
-	e.String("SWITCHYARD_LISTEN", &c.Listen)
-	e.String("SWITCHYARD_DATA_DIR", &c.DataDir)
-	e.List("SWITCHYARD_ETCD_ENDPOINTS", &c.EtcdEndpoints)
-	e.String("SWITCHYARD_DATABASE_URL", &c.DatabaseURL)
-	e.String("SWITCHYARD_NAMESPACE", &c.Namespace)
-	e.String("SWITCHYARD_BOOTSTRAP_TOKEN", &c.BootstrapToken)
-	e.String("SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", &c.EmbeddedEtcdURL)
-	e.String("SWITCHYARD_EMBEDDED_ETCD_PEER_URL", &c.EmbeddedEtcdPeer)
-	e.String("SWITCHYARD_CONSOLE_ID", &c.ConsoleID)
-	e.List("SWITCHYARD_TRUSTED_PROXIES", &c.TrustedProxies)
-	e.Duration("SWITCHYARD_RECONCILE_INTERVAL", &c.ReconcileInterval)
-	e.Duration("SWITCHYARD_PUBLISH_WAIT", &c.PublishWait)
-	e.Duration("SWITCHYARD_REQUEST_TIMEOUT", &c.RequestTimeout)
-	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
-	return e.Err()
+	for _, s := range c.settings() {
+		e.Parse(s.env, s.value.Set)
+	}
+	if err := e.Err(); err != nil {
+		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) // one line
+	}
+	return nil
 }
 
 // FromEnv is LoadEnv on the process environment.
 func (c *Config) FromEnv() error { return c.LoadEnv(os.Getenv) }
 
-// Validate checks the configuration before anything starts.
+// settingName is how an operator sets the setting of flag name:
+// "--listen or SWITCHYARD_LISTEN".
+func settingName(flagName string) string {
+	for _, s := range (&Config{}).settings() {
+		if s.flag == flagName {
+			return "--" + s.flag + " or " + s.env
+		}
+	}
+	return "--" + flagName
+}
+
+// Values for flag.Var and environment parsing.
+type (
+	stringValue   string
+	durationValue time.Duration
+	listValue     []string
+)
+
+func (v *stringValue) Set(s string) error { *v = stringValue(s); return nil }
+func (v *stringValue) String() string     { return string(*v) }
+
+func (v *durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v = durationValue(d)
+	return nil
+}
+func (v *durationValue) String() string { return time.Duration(*v).String() }
+
+func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
+func (v *listValue) String() string     { return strings.Join(*v, ",") }
+
+// Validate checks the configuration before anything starts. Its error is
+// one line: each problem, naming the flag and variable that set it, joined
+// by "; ".
 func (c *Config) Validate() error {
-	var errs []error
+	var errs []string
+	bad := func(flagName, format string, args ...any) {
+		errs = append(errs, settingName(flagName)+": "+fmt.Sprintf(format, args...))
+	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
-		errs = append(errs, fmt.Errorf("listen: %q is not host:port", c.Listen))
+		bad("listen", "%q is not host:port", c.Listen)
 	}
 	if !wire.ValidName(c.Namespace) {
-		errs = append(errs, fmt.Errorf("namespace: %q must match %s", c.Namespace, wire.NamePattern))
+		bad("namespace", "%q must match %s", c.Namespace, wire.NamePattern)
 	}
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
-		errs = append(errs, errors.New("data-dir: required for the embedded etcd"))
+		bad("data-dir", "required for the embedded etcd")
 	}
 	if c.DatabaseURL == "" && c.DataDir == "" {
-		errs = append(errs, errors.New("data-dir: required for the embedded SQLite database"))
+		bad("data-dir", "required for the embedded SQLite database")
 	}
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		errs = append(errs, errors.New("database-url: must be a postgres:// URL or empty"))
+		bad("database-url", "must be a postgres:// URL or empty")
 	}
 	if c.ReconcileInterval < 100*time.Millisecond {
-		errs = append(errs, errors.New("reconcile-interval: must be at least 100ms"))
+		bad("reconcile-interval", "must be at least 100ms")
 	}
 	if c.PublishWait <= 0 || c.PublishWait > 30*time.Second {
-		errs = append(errs, errors.New("publish-wait: must be between 1ns and 30s"))
+		bad("publish-wait", "must be between 1ns and 30s")
 	}
 	if c.RequestTimeout <= c.PublishWait || c.RequestTimeout > 5*time.Minute {
-		errs = append(errs, errors.New("request-timeout: must be longer than publish-wait and at most 5m"))
+		bad("request-timeout", "must be longer than publish-wait and at most 5m")
+	}
+	if c.ElectionTTL < time.Second || c.ElectionTTL > time.Minute || c.ElectionTTL%time.Second != 0 {
+		bad("election-ttl", "must be whole seconds from 1s to 1m (etcd leases count seconds)")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
-		errs = append(errs, errors.New("SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters"))
+		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,10 @@ func TestConfigValidate(t *testing.T) {
 		}, ""},
 		{"tiny reconcile", func(c *Config) { c.ReconcileInterval = time.Millisecond }, "reconcile-interval"},
 		{"short bootstrap token", func(c *Config) { c.BootstrapToken = "abc" }, "SWITCHYARD_BOOTSTRAP_TOKEN"},
+		{"fractional election ttl", func(c *Config) { c.ElectionTTL = 1500 * time.Millisecond }, "--election-ttl or SWITCHYARD_ELECTION_TTL"},
+		{"zero election ttl", func(c *Config) { c.ElectionTTL = 0 }, "election-ttl"},
+		{"several problems, one line", func(c *Config) { c.Listen, c.Namespace = "8080", "Prod!" },
+			"--listen or SWITCHYARD_LISTEN: \"8080\" is not host:port; --namespace or SWITCHYARD_NAMESPACE"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,5 +64,18 @@ func TestConfigEnvAndFlags(t *testing.T) {
 		return ""
 	}); err == nil || !strings.Contains(err.Error(), "SWITCHYARD_PUBLISH_WAIT") {
 		t.Fatalf("bad duration in env: %v", err)
+	}
+	// Flags win over the environment; the flag's default shows the env value.
+	c = DefaultConfig()
+	if err := c.LoadEnv(func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("console", flag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse([]string{"--namespace", "staging", "--election-ttl", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Namespace != "staging" || c.ElectionTTL != 3*time.Second || c.Listen != "0.0.0.0:9000" || fs.Lookup("listen").DefValue != "0.0.0.0:9000" {
+		t.Fatalf("flags over env: %+v", c)
 	}
 }

@@ -8,16 +8,22 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
@@ -42,91 +48,30 @@ type Console struct {
 	listener net.Listener
 	http     *http.Server
 	embedded *embedetcd.Server
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// dataDirLock keeps a second console off this one's data dir.
+	dataDirLock *fileutil.LockedFile
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Mount adds routes (such as the web UI) to the console's engine.
 type Mount func(r *gin.Engine, c *Console)
 
 // Start opens everything the configuration names, starts the background
-// jobs and begins serving. On error, whatever was started is stopped again.
-func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (c *Console, err error) {
+// jobs and begins serving. On error, whatever was started is stopped again,
+// and the error is one line naming the setting to change.
+func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (*Console, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("console: config: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c = &Console{Config: cfg, log: log}
-	defer func() {
-		if err != nil {
-			c.closeResources()
-		}
-	}()
-	if c.DB, _, err = server.OpenDB(ctx, cfg.DatabaseURL, cfg.DataDir); err != nil {
+	c := &Console{Config: cfg, log: log}
+	if err := c.open(ctx, mounts); err != nil {
+		c.closeResources()
 		return nil, err
 	}
-	endpoints := cfg.EtcdEndpoints
-	if len(endpoints) == 0 {
-		c.embedded, err = embedetcd.Start(embedetcd.Config{
-			Dir: filepath.Join(cfg.DataDir, "etcd"), ClientURL: cfg.EmbeddedEtcdURL, PeerURL: cfg.EmbeddedEtcdPeer,
-		})
-		if err != nil {
-			return nil, err
-		}
-		endpoints = []string{c.embedded.Endpoint}
-	}
-	c.Etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("console: etcd client: %w", err)
-	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := server.NewMetrics(reg)
-	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
-		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: log, Metrics: metrics,
-	})
-	c.Service = server.NewService(c.DB, c.Publisher)
-	if c.GeneratedToken, err = c.Service.EnsureBootstrapToken(ctx, cfg.BootstrapToken); err != nil {
-		return nil, fmt.Errorf("console: bootstrap token: %w", err)
-	}
-	if c.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return nil, fmt.Errorf("console: listen: %w", err)
-	}
-	id := cfg.ConsoleID
-	if id == "" {
-		host, _ := os.Hostname()
-		id = host + "/" + c.listener.Addr().String()
-	}
-	c.Scheduler = server.NewScheduler(c.Etcd, c.Publisher, server.SchedulerConfig{
-		Namespace: cfg.Namespace, ID: id, ReconcileInterval: cfg.ReconcileInterval, Logger: log,
-	})
-
-	gin.SetMode(gin.ReleaseMode)
-	c.Engine = gin.New()
-	// Every request's context carries its deadline (api.Deadline), for the
-	// API and the web UI alike; handlers pass c.Request.Context() on, never
-	// the pooled gin context (a database goroutine may outlive the request).
-	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
-	// Client addresses go into audit events: believe X-Forwarded-For only
-	// from configured proxies.
-	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
-		return nil, fmt.Errorf("console: trusted-proxies: %w", err)
-	}
-	// No ReadTimeout or WriteTimeout: either would cut the web UI's event
-	// streams, which stay open for minutes (a read deadline passing
-	// mid-handler cancels the request's context).
-	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: log})
-	for _, m := range mounts {
-		m(c.Engine, c)
-	}
-
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	c.wg.Add(2)
@@ -138,6 +83,167 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 		}
 	}()
 	return c, nil
+}
+
+// open acquires the console's resources in the order that fails fastest:
+// the HTTP port and the data dir before the database and etcd. Whatever it
+// acquired before an error stays in c for closeResources.
+func (c *Console) open(ctx context.Context, mounts []Mount) error {
+	cfg := c.Config
+	var err error
+	if c.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return hint(fmt.Errorf("console: HTTP listener: %w", err), "change", "listen")
+	}
+	embedded := len(cfg.EtcdEndpoints) == 0
+	if embedded || cfg.DatabaseURL == "" {
+		if c.dataDirLock, err = lockDataDir(cfg.DataDir); err != nil {
+			return hint(fmt.Errorf("console: data dir %s: %w", cfg.DataDir, err), "change", "data-dir")
+		}
+	}
+	if c.DB, _, err = server.OpenDB(ctx, withConnectTimeout(cfg.DatabaseURL), cfg.DataDir); err != nil {
+		if cfg.DatabaseURL == "" {
+			return hint(fmt.Errorf("console: database %s: %w", server.DescribeDB("", cfg.DataDir), err), "change", "data-dir")
+		}
+		return hint(fmt.Errorf("console: database %s: %w", server.DescribeDB(cfg.DatabaseURL, ""), err), "check", "database-url")
+	}
+	endpoints := cfg.EtcdEndpoints
+	if embedded {
+		if c.embedded, err = c.startEmbeddedEtcd(); err != nil {
+			return err
+		}
+		endpoints = []string{c.embedded.Endpoint}
+	}
+	c.Etcd, err = clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)},
+	})
+	if err != nil {
+		return hint(fmt.Errorf("console: etcd client: %w", err), "check", "etcd-endpoints")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := server.NewMetrics(reg)
+	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
+		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: c.log, Metrics: metrics,
+	})
+	c.Service = server.NewService(c.DB, c.Publisher)
+	if c.GeneratedToken, err = c.Service.EnsureBootstrapToken(ctx, cfg.BootstrapToken); err != nil {
+		return fmt.Errorf("console: bootstrap token: %w", err)
+	}
+	id := cfg.ConsoleID
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "/" + c.listener.Addr().String()
+	}
+	c.Scheduler = server.NewScheduler(c.Etcd, c.Publisher, server.SchedulerConfig{
+		Namespace: cfg.Namespace, ID: id, SessionTTL: cfg.ElectionTTL, ReconcileInterval: cfg.ReconcileInterval, Logger: c.log,
+	})
+
+	gin.SetMode(gin.ReleaseMode)
+	c.Engine = gin.New()
+	// Every request's context carries its deadline (api.Deadline), for the
+	// API and the web UI alike; handlers pass c.Request.Context() on, never
+	// the pooled gin context (a database goroutine may outlive the request).
+	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
+	// Client addresses go into audit events: believe X-Forwarded-For only
+	// from configured proxies.
+	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		return hint(fmt.Errorf("console: trusted proxies: %w", err), "change", "trusted-proxies")
+	}
+	// No ReadTimeout or WriteTimeout: either would cut the web UI's event
+	// streams, which stay open for minutes (a read deadline passing
+	// mid-handler cancels the request's context).
+	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
+	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: c.log})
+	for _, m := range mounts {
+		m(c.Engine, c)
+	}
+	return nil
+}
+
+// etcdReconnect is how the console's etcd client retries a lost connection:
+// within a quarter second, so a leader is elected and the outbox published
+// right after an etcd outage (gRPC's default backoff grows to two minutes,
+// which left the console offline for seconds after etcd was back). A few
+// consoles dialling four times a second cost etcd nothing.
+var etcdReconnect = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 250 * time.Millisecond},
+	MinConnectTimeout: 5 * time.Second,
+}
+
+// startEmbeddedEtcd starts the embedded etcd; its error names the URL
+// setting whose port is taken, if that is what failed.
+func (c *Console) startEmbeddedEtcd() (*embedetcd.Server, error) {
+	cfg := c.Config
+	srv, err := embedetcd.Start(embedetcd.Config{
+		Dir: filepath.Join(cfg.DataDir, "etcd"), ClientURL: cfg.EmbeddedEtcdURL, PeerURL: cfg.EmbeddedEtcdPeer,
+	})
+	if err == nil {
+		return srv, nil
+	}
+	err = fmt.Errorf("console: %w", err)
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "listen" {
+		for _, u := range []struct{ url, flag string }{{cfg.EmbeddedEtcdURL, "embedded-etcd-client-url"}, {cfg.EmbeddedEtcdPeer, "embedded-etcd-peer-url"}} {
+			if samePort(op.Addr, u.url) {
+				return nil, fmt.Errorf("%w (another console on this host? change %s, or use a shared etcd with --etcd-endpoints)", err, settingName(u.flag))
+			}
+		}
+	}
+	return nil, hint(err, "check", "data-dir")
+}
+
+// samePort reports whether addr (a listener's address) has rawURL's port.
+func samePort(addr net.Addr, rawURL string) bool {
+	u, err := url.Parse(rawURL)
+	tcp, ok := addr.(*net.TCPAddr)
+	return err == nil && ok && u.Port() == strconv.Itoa(tcp.Port)
+}
+
+// hint appends the setting an operator can change to fix err:
+// "… (change --listen or SWITCHYARD_LISTEN)".
+func hint(err error, verb, flagName string) error {
+	return fmt.Errorf("%w (%s %s)", err, verb, settingName(flagName))
+}
+
+// lockDataDir creates dir if needed and locks it for this console, so a
+// bad --data-dir fails here with its name rather than deep inside SQLite or
+// etcd, and a second console on the same data dir fails at once: the
+// embedded etcd would otherwise wait forever on its database's file lock.
+// The lock file holds the owner's pid.
+func lockDataDir(dir string) (*fileutil.LockedFile, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "console.lock")
+	f, err := fileutil.TryLockFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if errors.Is(err, fileutil.ErrLocked) {
+		owner, _ := os.ReadFile(path)
+		return nil, fmt.Errorf("in use by another console (pid %s holds %s)", strings.TrimSpace(string(owner)), path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return f, nil
+}
+
+// withConnectTimeout bounds each connection attempt to Postgres at 10 s
+// unless the URL sets connect_timeout itself: without it a database host
+// that drops packets holds the start (and every reconnect) for minutes.
+func withConnectTimeout(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if dbURL == "" || err != nil || u.Query().Has("connect_timeout") {
+		return dbURL
+	}
+	q := u.Query()
+	q.Set("connect_timeout", "10")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
 
 // OnShutdown registers f to run when Shutdown begins, before in-flight
@@ -163,8 +269,10 @@ func (c *Console) Describe(w io.Writer) {
 	}
 }
 
-// Shutdown stops serving (in-flight requests finish within ctx), resigns
-// the election, and closes etcd and the database. A scheduler still stuck
+// Shutdown stops serving (in-flight requests finish within ctx), gives up
+// the election (its session's lease is revoked, so a follower takes over at
+// once), and closes etcd and the database; an embedded etcd ends its
+// clients' watches rather than waiting for them. A scheduler still stuck
 // on an unreachable etcd when ctx ends is cut off by closing the etcd
 // client: etcd's campaign cleanup waits on nothing but the client's own
 // context.
@@ -200,5 +308,8 @@ func (c *Console) closeResources() {
 		if db, err := c.DB.DB(); err == nil {
 			db.Close()
 		}
+	}
+	if c.dataDirLock != nil {
+		c.dataDirLock.Close()
 	}
 }

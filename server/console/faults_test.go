@@ -41,11 +41,11 @@ func TestEtcdOutage(t *testing.T) {
 	}
 	e.etcd.Restart()
 	eventually(t, 15*time.Second, "the change reaches etcd", func() bool { return switchVersion(e, "checkout", "pay") == 2 })
-	var depth int64
-	c.DB.Table("outbox").Count(&depth)
-	if depth != 0 {
-		t.Fatalf("outbox still holds %d rows", depth)
-	}
+	// The row goes right after the etcd transaction that published it.
+	eventually(t, 5*time.Second, "the outbox is empty", func() bool {
+		var depth int64
+		return c.DB.Table("outbox").Count(&depth).Error == nil && depth == 0
+	})
 }
 
 // TestCrashBetweenCommitAndPublish: a console that dies right after the
@@ -55,6 +55,9 @@ func TestCrashBetweenCommitAndPublish(t *testing.T) {
 	db, _, err := server.OpenDB(context.Background(), e.pgURL, "")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if sqlDB, err := db.DB(); err == nil {
+		defer sqlDB.Close()
 	}
 	// A service without a publisher commits exactly what a console commits
 	// before it would publish: entity, audit event and outbox row.
@@ -232,22 +235,71 @@ func TestHungDatabase(t *testing.T) {
 	}
 }
 
-// TestLeaderCrash: a leader that vanishes without resigning (its etcd
-// connection dies, so its lease stops being renewed) is replaced once the
-// session TTL runs out, and the new leader publishes.
+// TestLeaderCrash: a leader killed with SIGKILL (a separate console
+// process: it dies without resigning) is replaced once etcd expires its 1 s
+// election session, and a change made through the survivor right after the
+// death is in etcd about 2 s later at most. It took 5.3 s with the old 5 s
+// session.
 func TestLeaderCrash(t *testing.T) {
 	e := newEnv(t)
-	a := e.start(func(c *console.Config) { c.ConsoleID = "a" })
-	waitLeader(t, a)
+	crashing := e.startProcess("a")
+	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "a" })
 	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
-	crashed := time.Now()
-	a.Etcd.Close() // no resign: like a process killed mid-term
-	eventually(t, 15*time.Second, "the survivor takes over", b.Scheduler.Leading)
-	t.Logf("takeover after %v", time.Since(crashed).Round(time.Millisecond))
-	r := mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"after-crash","level":"L3","reason":"published by the new leader"}`), 201)
-	if r.str("published") != "true" || switchVersion(e, "checkout", "after-crash") != 1 {
-		t.Fatalf("new leader does not publish: %s", r.Raw)
+	eventually(t, 15*time.Second, "the survivor campaigns", func() bool { return candidates(e) == 2 })
+	r := mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
+	if r.str("published") != "true" {
+		t.Fatalf("the leader process does not publish: %s", r.Raw)
 	}
+	key := wire.SwitchKey("default", "checkout", "pay")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watch := e.cli.Watch(ctx, key, clientv3.WithRev(int64(r.num("revision"))+1))
+
+	died := crashing.kill(t)
+	r = mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken, `{"reason":"incident, leader just died"}`), 200)
+	answered := time.Since(died)
+	var took time.Duration
+	deadline := time.After(15 * time.Second)
+	for took == 0 {
+		select {
+		case wr := <-watch:
+			for _, ev := range wr.Events {
+				var w wire.Switch
+				if json.Unmarshal(ev.Kv.Value, &w) == nil && w.Version == 2 {
+					took = time.Since(died)
+				}
+			}
+		case <-deadline:
+			t.Fatal("the survivor's change never reached etcd")
+		}
+	}
+	t.Logf("leader SIGKILLed: the survivor's change was in etcd %v after the death (its API call answered published=%s after %v)",
+		took.Round(time.Millisecond), r.str("published"), answered.Round(time.Millisecond))
+	if !b.Scheduler.Leading() {
+		t.Fatal("the survivor published without leading")
+	}
+	// Target 2 s; the bound leaves room for a loaded machine.
+	if took > 3*time.Second {
+		t.Fatalf("takeover took %v", took)
+	}
+}
+
+// electionLeader is the id of the console that leads, "" while none does.
+func electionLeader(e *env) string {
+	resp, err := e.cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithFirstCreate()...)
+	if err != nil || len(resp.Kvs) == 0 {
+		return ""
+	}
+	return string(resp.Kvs[0].Value)
+}
+
+// candidates counts the consoles in the election.
+func candidates(e *env) int64 {
+	resp, err := e.cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0
+	}
+	return resp.Count
 }
 
 // TestWipedEtcdIsRebuilt: after etcd loses every switch key, the
@@ -346,5 +398,51 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 	case <-done:
 	case <-time.After(time.Minute): // the deadline is 1s; a minute means it hangs
 		t.Fatal("shutdown hangs while etcd is down")
+	}
+}
+
+// TestEtcdOutageLongerThanSessionTTL: after an etcd outage that outlasts
+// the election sessions, a change committed during it is in etcd within
+// about a second of etcd answering again. The dead sessions' election keys
+// used to survive the outage (their revoke ran while etcd was down, and a
+// restarted etcd renews every lease it held) and held up every campaign
+// for another TTL; the console's etcd client also waited out gRPC's
+// growing reconnect backoff.
+func TestEtcdOutageLongerThanSessionTTL(t *testing.T) {
+	e := newEnv(t)
+	var logs syncBuffer
+	e.log = slog.New(slog.NewTextHandler(&logs, nil))
+	a := e.start(func(c *console.Config) { c.ConsoleID = "a"; c.PublishWait = 300 * time.Millisecond })
+	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
+	eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
+	mustStatus(t, call(t, a, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
+
+	e.etcd.Stop()
+	down := time.Now()
+	r := mustStatus(t, call(t, a, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken, `{"reason":"during the outage","version":1}`), 200)
+	if r.str("published") != "false" {
+		t.Fatalf("published with etcd down: %s", r.Raw)
+	}
+	// The outage outlasts the session: the leader steps down and gives up
+	// revoking its lease while etcd is away.
+	eventually(t, 15*time.Second, "the leader gave up revoking its lease", func() bool {
+		return strings.Contains(logs.String(), "revoking it when etcd answers")
+	})
+	if a.Scheduler.Leading() || b.Scheduler.Leading() {
+		t.Fatal("a console still leads after its session ended")
+	}
+	e.etcd.Restart()
+	back := time.Now()
+	cli := e.etcd.Client(t) // a fresh client: the test's own may still be backing off
+	eventually(t, 15*time.Second, "the change reaches etcd", func() bool {
+		v, _ := e.etcd.Get(t, cli, wire.SwitchKey("default", "checkout", "pay"))
+		var w wire.Switch
+		return json.Unmarshal([]byte(v), &w) == nil && w.Version == 2
+	})
+	took := time.Since(back)
+	t.Logf("etcd down for %v (session TTL %v): the change made meanwhile was in etcd %v after etcd was back",
+		back.Sub(down).Round(time.Millisecond), a.Config.ElectionTTL, took.Round(time.Millisecond))
+	if took > 3*time.Second {
+		t.Fatalf("publishing resumed %v after etcd was back; want about a second", took)
 	}
 }

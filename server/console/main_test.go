@@ -1,0 +1,114 @@
+package console_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/server/console"
+)
+
+// childEnv makes the test binary run one console instead of the tests.
+const childEnv = "SWITCHYARD_TEST_CHILD_CONSOLE"
+
+// TestMain checks that no test leaks a goroutine, and runs a console as a
+// child process for the tests that kill one (see startProcess).
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		runChild()
+	}
+	goleak.VerifyTestMain(m, etcdtest.LeakOptions()...)
+}
+
+// runChild runs a console configured by the SWITCHYARD_* environment,
+// prints its URL and serves until the process is killed.
+func runChild() {
+	cfg := console.DefaultConfig()
+	if err := cfg.FromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	c, err := console.Start(context.Background(), cfg, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	fmt.Println(c.URL())
+	select {}
+}
+
+// process is a console running in a child process.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	dead chan struct{} // closed once the process has exited
+}
+
+// startProcess runs a console in a child process against the env, with
+// the given console id; it is killed when the test ends.
+func (e *env) startProcess(id string) *process {
+	e.t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1",
+		"SWITCHYARD_LISTEN=127.0.0.1:0",
+		"SWITCHYARD_DATA_DIR="+e.t.TempDir(),
+		"SWITCHYARD_DATABASE_URL="+e.pgURL,
+		"SWITCHYARD_ETCD_ENDPOINTS="+e.etcd.Endpoint,
+		"SWITCHYARD_BOOTSTRAP_TOKEN="+adminToken,
+		"SWITCHYARD_CONSOLE_ID="+id,
+		"SWITCHYARD_RECONCILE_INTERVAL=500ms",
+	)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	p := &process{cmd: cmd, dead: make(chan struct{})}
+	urls := make(chan string, 1)
+	go func() {
+		out := bufio.NewReader(stdout)
+		if line, err := out.ReadString('\n'); err == nil {
+			urls <- strings.TrimSpace(line)
+		}
+		_, _ = io.Copy(io.Discard, out)
+		_ = cmd.Wait()
+		close(p.dead)
+	}()
+	e.t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.dead
+	})
+	select {
+	case p.url = <-urls:
+	case <-p.dead:
+		e.t.Fatalf("console %s exited at start: %s", id, stderr.String())
+	case <-time.After(30 * time.Second):
+		e.t.Fatalf("console %s did not start in 30s", id)
+	}
+	return p
+}
+
+// kill SIGKILLs the process and returns once it is gone: it dies without
+// resigning, exactly like a crash.
+func (p *process) kill(t testing.TB) time.Time {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.dead
+	return time.Now()
+}

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
+
+// runScheduler runs a scheduler with id against srv until the test ends.
+func runScheduler(t *testing.T, cli *clientv3.Client, id string) *Scheduler {
+	t.Helper()
+	pub := NewPublisher(openDB(t, ""), cli, PublisherConfig{Namespace: "default"})
+	s := NewScheduler(cli, pub, SchedulerConfig{Namespace: "default", ID: id, SessionTTL: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+// electionLeader returns the lease of the election key that leads, or
+// NoLease while there is none.
+func electionLeader(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
+	t.Helper()
+	resp, err := cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithFirstCreate()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.NoLease
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for: %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCampaignBackoffResets: a scheduler whose session ends again and
+// again (here its lease is revoked from outside, as an etcd restart or an
+// expiry would end it) leads again within a fraction of a second every
+// time: the pause between campaigns restarts after each won campaign
+// instead of doubling towards seconds.
+func TestCampaignBackoffResets(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	s := runScheduler(t, cli, "a")
+	waitUntil(t, 10*time.Second, "the scheduler leads", s.Leading)
+	var worst time.Duration
+	for i := range 8 {
+		lease := electionLeader(t, cli)
+		ended := time.Now()
+		if _, err := cli.Revoke(context.Background(), lease); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, 15*time.Second, "the scheduler leads again", func() bool {
+			l := electionLeader(t, cli)
+			return l != clientv3.NoLease && l != lease && s.Leading()
+		})
+		took := time.Since(ended)
+		t.Logf("session %d ended: leading again after %v", i+1, took.Round(time.Millisecond))
+		worst = max(worst, took)
+	}
+	// Noticing the revoked lease takes up to one keep-alive (0.5 s); the
+	// pause before the new campaign at most retryMin.
+	if worst > 2*time.Second {
+		t.Fatalf("re-campaigns slow down: worst %v", worst)
+	}
+}
+
+// TestDeposedLeaderIsFenced: a leader whose session etcd ended without it
+// noticing (a paused or partitioned process, the case a short TTL makes
+// likelier) cannot publish once another scheduler leads: every write is a
+// transaction fenced on the old leader's election key.
+func TestDeposedLeaderIsFenced(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	ctx := context.Background()
+	_, deposed := lead(t, cli)
+	if _, err := cli.Revoke(ctx, electionLeader(t, cli)); err != nil { // as etcd does when the TTL runs out
+		t.Fatal(err)
+	}
+	successor := runScheduler(t, cli, "successor")
+	waitUntil(t, 10*time.Second, "another scheduler leads", successor.Leading)
+
+	db := openDB(t, "")
+	if _, _, err := NewService(db, nil).CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "late", Level: wire.L3, Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
+	if err := pub.Drain(ctx, deposed); !errors.Is(err, errNotLeader) {
+		t.Fatalf("drain under the deposed leader's fence: %v, want errNotLeader", err)
+	}
+	if _, err := pub.Reconcile(ctx, deposed); !errors.Is(err, errNotLeader) {
+		t.Fatalf("reconcile under the deposed leader's fence: %v, want errNotLeader", err)
+	}
+	resp, err := cli.Get(ctx, wire.SwitchKey("default", "checkout", "late"))
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the deposed leader wrote to etcd: %v %v", resp.Kvs, err)
+	}
+}
