@@ -92,7 +92,7 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 		return nil, err
 	}
 	ev := c.Actor.event(c.Action, target, c.Reason)
-	ev.Before, ev.After = jsonString(before), jsonString(after)
+	ev.At, ev.Before, ev.After = s.now(), jsonString(before), jsonString(after)
 	if err := audit.Append(tx, ev); err != nil {
 		return nil, err
 	}

@@ -55,7 +55,11 @@ type Publisher struct {
 	published map[entityKey]publication
 	leading   bool
 
-	// retry paces entities whose publish failed (drain goroutine only).
+	// runMu serializes Drain and Reconcile (each a leader job of its own):
+	// a drain between the reconciler's etcd read and its database read
+	// would look like drift.
+	runMu sync.Mutex
+	// retry paces entities whose publish failed (under runMu).
 	retry map[entityKey]entityRetry
 	now   func() time.Time
 }
@@ -177,10 +181,17 @@ func (p *Publisher) isLeading() bool {
 	return p.leading
 }
 
-func (p *Publisher) setLeading(v bool) {
+// SetLeading tells the publisher whether this console leads: a leader's
+// Await waits for its own drain, a follower's watches the outbox.
+func (p *Publisher) SetLeading(v bool) {
 	p.mu.Lock()
 	p.leading = v
 	p.mu.Unlock()
+	if v {
+		p.metrics.Leader.Set(1)
+	} else {
+		p.metrics.Leader.Set(0)
+	}
 }
 
 func (p *Publisher) key(e entityKey) string {
@@ -200,6 +211,12 @@ const drainBatch = 200
 // again after a growing pause (see entityRetry). Any other failure (lost
 // leadership, etcd or the database unreachable) stops the drain.
 func (p *Publisher) Drain(ctx context.Context, f Fence) error {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	return p.drain(ctx, f)
+}
+
+func (p *Publisher) drain(ctx context.Context, f Fence) error {
 	var (
 		after  int64
 		failed []error

@@ -43,7 +43,7 @@ func TestAwaitAfterDrain(t *testing.T) {
 	if err := el.Campaign(ctx, "test"); err != nil {
 		t.Fatal(err)
 	}
-	pub.setLeading(true)
+	pub.SetLeading(true)
 	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "early", Level: wire.L3, Reason: "r"}); err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,10 @@ const repairBatch = 100
 // few round trips. Entities the drain could not publish stay pending; their
 // errors are returned after the pass.
 func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
 	var ee *entityError
-	drainErr := p.Drain(ctx, f)
+	drainErr := p.drain(ctx, f)
 	if drainErr != nil && !errors.As(drainErr, &ee) {
 		return nil, drainErr
 	}

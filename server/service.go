@@ -21,11 +21,27 @@ type Service struct {
 	personChanged []func(j *JobTx, c PersonChange) error
 }
 
+// ServiceOption changes a Service.
+type ServiceOption func(*Service)
+
+// WithClock sets the clock of the service's bookkeeping (updated_at,
+// expires_at, audit times): tests and leader jobs move time by hand.
+func WithClock(now func() time.Time) ServiceOption {
+	return func(s *Service) { s.now = func() time.Time { return now().UTC() } }
+}
+
 // NewService returns a service on db publishing through pub (nil: changes
 // stay in the outbox for another console's publisher).
-func NewService(db *gorm.DB, pub *Publisher) *Service {
-	return &Service{db: db, pub: pub, now: func() time.Time { return time.Now().UTC() }}
+func NewService(db *gorm.DB, pub *Publisher, opts ...ServiceOption) *Service {
+	s := &Service{db: db, pub: pub, now: func() time.Time { return time.Now().UTC() }}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
+
+// Now is the service's clock.
+func (s *Service) Now() time.Time { return s.now() }
 
 // DB returns the underlying database handle (for health checks).
 func (s *Service) DB() *gorm.DB { return s.db }

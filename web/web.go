@@ -5,7 +5,8 @@ package web
 
 import "embed"
 
-// FS holds templates/*.html and static/*.
+// FS holds templates/*.html, templates/sections/*.html (the sections job
+// domains add to shared pages) and static/*.
 //
-//go:embed templates/*.html static/*
+//go:embed templates/*.html templates/sections/*.html static/*
 var FS embed.FS

@@ -65,7 +65,7 @@ func run(args []string, stdout io.Writer) error {
 		stop() // a second signal kills a console stuck starting or stopping
 	}()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	c, err := console.Start(ctx, cfg, log, mounts...)
+	c, err := console.Start(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -113,9 +113,6 @@ func writeFlags(w io.Writer, fs *flag.FlagSet) {
 		fmt.Fprintf(w, "  --%s %s\n    \t%s\n", f.Name, name, usage)
 	})
 }
-
-// mounts are extra route sets (the web UI) added by other files.
-var mounts []console.Mount
 
 func auditCommand(cfg console.Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("console audit", flag.ContinueOnError)

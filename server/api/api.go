@@ -33,7 +33,18 @@ type Config struct {
 	Logger *slog.Logger
 	// Fleet is the console's fleet read model (instances and signals).
 	Fleet *fleet.Model
+	// Domains are the job domains' services.
+	Domains Domains
 }
+
+// Domains are the services of the job domains (staged rollouts,
+// auto-triggers, drills, expiry and findings, notification channels); each
+// has a file of handlers here and registers its routes in registerDomains.
+type Domains struct{}
+
+// registerDomains mounts each job domain's routes: apps is
+// /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
+func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {}
 
 type handler struct {
 	svc   *server.Service
@@ -84,6 +95,7 @@ func Register(r *gin.Engine, cfg Config) {
 	v1.POST("/users", h.createUser)
 	v1.GET("/users/:username", h.getUser)
 	v1.PATCH("/users/:username", h.patchUser)
+	registerDomains(apps, v1, cfg.Domains)
 	v1.GET("/tokens", h.listTokens)
 	v1.POST("/tokens", h.createToken)
 	v1.DELETE("/tokens/:id", h.revokeToken)

@@ -1,49 +1,44 @@
 package api
 
 import (
-	"fmt"
+	"context"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/switchyard-io/switchyard/server"
 )
 
-// instances lists the live SDK instances of the app with their signals,
-// from the fleet model.
+// The fleet's views come from the console's fleet model, fed by one etcd
+// watch, never from a read of etcd per request. Each answer says whether
+// the model is in sync with etcd: while it is not (etcd unreachable), it
+// shows what was last known.
+
+// syncWait bounds how long a request waits for a model that is listing
+// (right after the console started, or after etcd came back).
+const syncWait = 2 * time.Second
+
+// instances lists the live SDK instances of the app with their signals.
 func (h *handler) instances(c *gin.Context) {
-	if !h.fleetSynced(c) {
-		return
-	}
-	app := c.Param("app")
-	c.JSON(http.StatusOK, gin.H{"instances": h.fleet.Instances(app), "revision": h.fleet.Revision()})
+	synced := h.waitSynced(c)
+	c.JSON(http.StatusOK, gin.H{"instances": h.fleet.Instances(c.Param("app")), "revision": h.fleet.Revision(), "synced": synced})
 }
 
 // switchSignals is the fleet's view of one switch: who applied it, who is
 // in its rollout, who answers it degraded and how often, when it was last
 // read, and the degraded-path p99.
 func (h *handler) switchSignals(c *gin.Context) {
-	if !h.fleetSynced(c) {
-		return
-	}
-	v := h.fleet.Switch(c.Param("app"), c.Param("name"))
-	c.JSON(http.StatusOK, gin.H{"signals": v, "revision": h.fleet.Revision()})
+	synced := h.waitSynced(c)
+	c.JSON(http.StatusOK, gin.H{"signals": h.fleet.Switch(c.Param("app"), c.Param("name")), "revision": h.fleet.Revision(), "synced": synced})
 }
 
 // limitSignals is the fleet's view of one limit rule.
 func (h *handler) limitSignals(c *gin.Context) {
-	if !h.fleetSynced(c) {
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"signals": h.fleet.Limit(c.Param("app"), c.Param("resource")), "revision": h.fleet.Revision()})
+	synced := h.waitSynced(c)
+	c.JSON(http.StatusOK, gin.H{"signals": h.fleet.Limit(c.Param("app"), c.Param("resource")), "revision": h.fleet.Revision(), "synced": synced})
 }
 
-// fleetSynced answers 503 when the fleet model is not in sync with etcd:
-// what it holds may be out of date.
-func (h *handler) fleetSynced(c *gin.Context) bool {
-	if !h.fleet.Synced() {
-		fail(c, fmt.Errorf("%w: the fleet model is not in sync with etcd", server.ErrEtcdUnavailable))
-		return false
-	}
-	return true
+func (h *handler) waitSynced(c *gin.Context) bool {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), syncWait)
+	defer cancel()
+	return h.fleet.WaitSynced(ctx)
 }

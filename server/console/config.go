@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Config is the console's configuration. Every field has a flag and a
@@ -42,6 +43,14 @@ type Config struct {
 	// is believed for the client address in audit events and throttles;
 	// --trusted-proxies / SWITCHYARD_TRUSTED_PROXIES, default none.
 	TrustedProxies []string
+	// Prometheus is the metric source leader jobs (triggers, rollout gates,
+	// drill aborts) may query besides the fleet: --prometheus-url,
+	// --prometheus-timeout / SWITCHYARD_PROMETHEUS_URL, _TIMEOUT, and the
+	// bearer token SWITCHYARD_PROMETHEUS_TOKEN (environment only). An empty
+	// URL: none.
+	PrometheusURL     string
+	PrometheusTimeout time.Duration
+	PrometheusToken   string
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -57,6 +66,7 @@ func DefaultConfig() Config {
 		RequestTimeout:    15 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
 		ElectionTTL:       time.Second,
+		PrometheusTimeout: signal.DefaultPrometheusTimeout,
 	}
 }
 
@@ -86,6 +96,9 @@ func (c *Config) settings() []setting {
 		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL)},
 		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID)},
 		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies)},
+		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL)},
+		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout)},
+		{"", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken)},
 	}
 }
 
@@ -134,6 +147,11 @@ func settingName(flagName string) string {
 		}
 	}
 	return "--" + flagName
+}
+
+// prometheus is the configuration of the Prometheus source.
+func (c *Config) prometheus() signal.PrometheusConfig {
+	return signal.PrometheusConfig{Address: c.PrometheusURL, Timeout: c.PrometheusTimeout, BearerToken: c.PrometheusToken}
 }
 
 // Values for flag.Var and environment parsing.
@@ -193,6 +211,11 @@ func (c *Config) Validate() error {
 	}
 	if c.ElectionTTL < time.Second || c.ElectionTTL > time.Minute || c.ElectionTTL%time.Second != 0 {
 		bad("election-ttl", "must be whole seconds from 1s to 1m (etcd leases count seconds)")
+	}
+	if c.PrometheusURL != "" {
+		if err := c.prometheus().Validate(); err != nil {
+			bad("prometheus-url", "%v", err)
+		}
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -29,17 +29,25 @@ import (
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/lead"
+	"github.com/switchyard-io/switchyard/server/signal"
+	"github.com/switchyard-io/switchyard/server/webui"
 )
 
 // Console is a running console.
 type Console struct {
 	Config    Config
 	Service   *server.Service
-	Scheduler *server.Scheduler
+	Scheduler *lead.Scheduler
 	Publisher *server.Publisher
-	Etcd      *clientv3.Client
-	DB        *gorm.DB
-	Engine    *gin.Engine
+	// Fleet is the read model of the SDK instances, fed by one etcd watch.
+	Fleet *fleet.Model
+	// Sources are the metric sources leader jobs query.
+	Sources signal.Sources
+	Etcd    *clientv3.Client
+	DB      *gorm.DB
+	Engine  *gin.Engine
 	// GeneratedToken is the bootstrap admin token generated at this start,
 	// or "" when one was configured or already existed.
 	GeneratedToken string
@@ -50,17 +58,38 @@ type Console struct {
 	embedded *embedetcd.Server
 	// dataDirLock keeps a second console off this one's data dir.
 	dataDirLock *fileutil.LockedFile
+	ui          *webui.UI
+	prom        *signal.Prometheus
+	opts        options
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
 }
 
-// Mount adds routes (such as the web UI) to the console's engine.
-type Mount func(r *gin.Engine, c *Console)
+// Option changes how a console starts (tests use them).
+type Option func(*options)
+
+type options struct {
+	web  webui.Options
+	jobs []func(*Console) lead.Job
+	now  func() time.Time
+}
+
+// WithWebUI sets the web UI's options.
+func WithWebUI(o webui.Options) Option { return func(x *options) { x.web = o } }
+
+// WithJob adds a leader job besides the console's own, made once the
+// console's service exists.
+func WithJob(job func(*Console) lead.Job) Option {
+	return func(x *options) { x.jobs = append(x.jobs, job) }
+}
+
+// WithClock sets the clock the service and the leader jobs read.
+func WithClock(now func() time.Time) Option { return func(x *options) { x.now = now } }
 
 // Start opens everything the configuration names, starts the background
 // jobs and begins serving. On error, whatever was started is stopped again,
 // and the error is one line naming the setting to change.
-func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (*Console, error) {
+func Start(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*Console, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("console: config: %w", err)
 	}
@@ -68,14 +97,21 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{Config: cfg, log: log}
-	if err := c.open(ctx, mounts); err != nil {
+	for _, o := range opts {
+		o(&c.opts)
+	}
+	if c.opts.now == nil {
+		c.opts.now = time.Now
+	}
+	if err := c.open(ctx); err != nil {
 		c.closeResources()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
-	c.wg.Add(2)
+	c.wg.Add(3)
 	go func() { defer c.wg.Done(); c.Scheduler.Run(runCtx) }()
+	go func() { defer c.wg.Done(); c.Fleet.Run(runCtx, c.Etcd) }()
 	go func() {
 		defer c.wg.Done()
 		if err := c.http.Serve(c.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -88,7 +124,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, mounts ...Mount) (
 // open acquires the console's resources in the order that fails fastest:
 // the HTTP port and the data dir before the database and etcd. Whatever it
 // acquired before an error stays in c for closeResources.
-func (c *Console) open(ctx context.Context, mounts []Mount) error {
+func (c *Console) open(ctx context.Context) error {
 	cfg := c.Config
 	var err error
 	if c.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -127,18 +163,32 @@ func (c *Console) open(ctx context.Context, mounts []Mount) error {
 	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
 		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: c.log, Metrics: metrics,
 	})
-	c.Service = server.NewService(c.DB, c.Publisher)
+	c.Service = server.NewService(c.DB, c.Publisher, server.WithClock(c.opts.now))
 	if c.GeneratedToken, err = c.Service.EnsureBootstrapToken(ctx, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("console: bootstrap token: %w", err)
+	}
+	c.Fleet = fleet.New(fleet.Config{Namespace: cfg.Namespace, Now: c.opts.now, Logger: c.log})
+	c.Sources = signal.Sources{Fleet: c.Fleet.Source}
+	if cfg.PrometheusURL != "" {
+		if c.prom, err = signal.NewPrometheus(cfg.prometheus()); err != nil {
+			return hint(fmt.Errorf("console: prometheus: %w", err), "change", "prometheus-url")
+		}
+		c.Sources.Prometheus = c.prom
 	}
 	id := cfg.ConsoleID
 	if id == "" {
 		host, _ := os.Hostname()
 		id = host + "/" + c.listener.Addr().String()
 	}
-	c.Scheduler = server.NewScheduler(c.Etcd, c.Publisher, server.SchedulerConfig{
-		Namespace: cfg.Namespace, ID: id, SessionTTL: cfg.ElectionTTL, ReconcileInterval: cfg.ReconcileInterval, Logger: c.log,
+	c.Scheduler = lead.New(c.Etcd, c.Service, lead.Config{
+		Namespace: cfg.Namespace, ID: id, SessionTTL: cfg.ElectionTTL, Now: c.opts.now, Logger: c.log,
+		OnLeading: c.Publisher.SetLeading,
 	})
+	c.Scheduler.Add(c.Publisher.PublishJob(0))
+	c.Scheduler.Add(c.Publisher.ReconcileJob(cfg.ReconcileInterval))
+	for _, j := range c.opts.jobs {
+		c.Scheduler.Add(j(c))
+	}
 
 	gin.SetMode(gin.ReleaseMode)
 	c.Engine = gin.New()
@@ -156,10 +206,13 @@ func (c *Console) open(ctx context.Context, mounts []Mount) error {
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
-	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Namespace: cfg.Namespace, Registry: reg, Logger: c.log})
-	for _, m := range mounts {
-		m(c.Engine, c)
+	apiDomains, webDomains, err := c.wireDomains()
+	if err != nil {
+		return err
 	}
+	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Fleet: c.Fleet, Namespace: cfg.Namespace, Registry: reg, Logger: c.log, Domains: apiDomains})
+	c.ui = webui.New(webui.Deps{Service: c.Service, Fleet: c.Fleet, Etcd: c.Etcd, Namespace: cfg.Namespace, Logger: c.log, Domains: webDomains}, c.opts.web)
+	c.ui.Routes(c.Engine)
 	return nil
 }
 
@@ -246,10 +299,6 @@ func withConnectTimeout(dbURL string) string {
 	return u.String()
 }
 
-// OnShutdown registers f to run when Shutdown begins, before in-flight
-// requests are awaited: long-lived streams use it to end themselves.
-func (c *Console) OnShutdown(f func()) { c.http.RegisterOnShutdown(f) }
-
 // Addr is the address the API listens on.
 func (c *Console) Addr() string { return c.listener.Addr().String() }
 
@@ -277,6 +326,9 @@ func (c *Console) Describe(w io.Writer) {
 // client: etcd's campaign cleanup waits on nothing but the client's own
 // context.
 func (c *Console) Shutdown(ctx context.Context) error {
+	// The web UI's event streams end first: they would hold up the
+	// graceful shutdown of the HTTP server.
+	c.ui.Close()
 	err := c.http.Shutdown(ctx)
 	c.cancel()
 	stopped := make(chan struct{})
@@ -295,6 +347,12 @@ func (c *Console) Shutdown(ctx context.Context) error {
 }
 
 func (c *Console) closeResources() {
+	if c.ui != nil {
+		c.ui.Close()
+	}
+	if c.prom != nil {
+		c.prom.CloseIdleConnections()
+	}
 	if c.listener != nil {
 		c.listener.Close() // already closed after a serve; needed after a failed start
 	}

@@ -93,10 +93,11 @@ func TestInstancesAndProbes(t *testing.T) {
 	if _, err := e.cli.Put(context.Background(), wire.InstanceKey("default", "checkout", "pod-1"), string(b)); err != nil {
 		t.Fatal(err)
 	}
-	r = mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 200)
-	if !strings.Contains(r.Raw, `"instance_id":"pod-1"`) || !strings.Contains(r.Raw, `"applied_revision":7`) {
-		t.Fatalf("instances: %s", r.Raw)
-	}
+	// The fleet model follows etcd's watch: the instance shows within moments.
+	eventually(t, 5*time.Second, "the instance in the API", func() bool {
+		r = mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 200)
+		return strings.Contains(r.Raw, `"instance_id":"pod-1"`) && strings.Contains(r.Raw, `"applied_revision":7`) && r.str("synced") == "true"
+	})
 	// The authentication scheme is case-insensitive; a token without it is not one.
 	mustStatus(t, call(t, c, "GET", "/api/v1/switches", "", "", "Authorization", "bearer "+adminToken), 200)
 	mustStatus(t, call(t, c, "GET", "/api/v1/switches", "", "", "Authorization", adminToken), 401)
@@ -115,6 +116,11 @@ func TestInstancesAndProbes(t *testing.T) {
 	if r.Status != 503 || r.str("etcd") != "unreachable" || r.str("database") != "ok" {
 		t.Fatalf("readyz with etcd down: %d %s", r.Status, r.Raw)
 	}
+	// With etcd down the fleet shows what it last knew, and says so.
+	eventually(t, 10*time.Second, "the instances say they are out of sync", func() bool {
+		r = call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, "")
+		return r.Status == 200 && r.str("synced") == "false" && strings.Contains(r.Raw, `"instance_id":"pod-1"`)
+	})
 }
 
 // TestConcurrentFlips: 50 goroutines flip one switch with versions; every

@@ -39,6 +39,12 @@ func newEnv(t testing.TB) *env {
 // start runs a console against the env; it shuts down when the test ends.
 func (e *env) start(mod ...func(*console.Config)) *console.Console {
 	e.t.Helper()
+	return e.startWith(nil, mod...)
+}
+
+// startWith is start with console options.
+func (e *env) startWith(opts []console.Option, mod ...func(*console.Config)) *console.Console {
+	e.t.Helper()
 	cfg := console.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.DataDir = e.t.TempDir()
@@ -49,7 +55,7 @@ func (e *env) start(mod ...func(*console.Config)) *console.Console {
 	for _, m := range mod {
 		m(&cfg)
 	}
-	c, err := console.Start(context.Background(), cfg, e.log)
+	c, err := console.Start(context.Background(), cfg, e.log, opts...)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/lead"
 )
 
 // childEnv makes the test binary run one console instead of the tests.
@@ -38,7 +39,13 @@ func runChild() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	c, err := console.Start(context.Background(), cfg, nil)
+	var opts []console.Option
+	if os.Getenv(childJobEnv) != "" {
+		opts = append(opts, console.WithJob(func(c *console.Console) lead.Job {
+			return &stepsJob{svc: c.Service, hold: os.Getenv(childJobEnv) == "hold"}
+		}))
+	}
+	c, err := console.Start(context.Background(), cfg, nil, opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -49,17 +56,19 @@ func runChild() {
 
 // process is a console running in a child process.
 type process struct {
-	cmd  *exec.Cmd
-	url  string
-	dead chan struct{} // closed once the process has exited
+	cmd   *exec.Cmd
+	url   string
+	lines chan string   // what it prints after its URL
+	dead  chan struct{} // closed once the process has exited
 }
 
 // startProcess runs a console in a child process against the env, with
-// the given console id; it is killed when the test ends.
-func (e *env) startProcess(id string) *process {
+// the given console id and extra NAME=value environment; it is killed when
+// the test ends.
+func (e *env) startProcess(id string, env ...string) *process {
 	e.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=1",
+	cmd.Env = append(append(os.Environ(), env...), childEnv+"=1",
 		"SWITCHYARD_LISTEN=127.0.0.1:0",
 		"SWITCHYARD_DATA_DIR="+e.t.TempDir(),
 		"SWITCHYARD_DATABASE_URL="+e.pgURL,
@@ -77,12 +86,22 @@ func (e *env) startProcess(id string) *process {
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	p := &process{cmd: cmd, dead: make(chan struct{})}
+	p := &process{cmd: cmd, lines: make(chan string, 16), dead: make(chan struct{})}
 	urls := make(chan string, 1)
 	go func() {
 		out := bufio.NewReader(stdout)
 		if line, err := out.ReadString('\n'); err == nil {
 			urls <- strings.TrimSpace(line)
+		}
+		for {
+			line, err := out.ReadString('\n')
+			if err != nil {
+				break
+			}
+			select {
+			case p.lines <- strings.TrimSpace(line):
+			default:
+			}
 		}
 		_, _ = io.Copy(io.Discard, out)
 		_ = cmd.Wait()
@@ -100,6 +119,24 @@ func (e *env) startProcess(id string) *process {
 		e.t.Fatalf("console %s did not start in 30s", id)
 	}
 	return p
+}
+
+// waitLine waits until the process prints line.
+func (p *process) waitLine(t testing.TB, line string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case got := <-p.lines:
+			if got == line {
+				return
+			}
+		case <-p.dead:
+			t.Fatalf("the process exited before printing %q", line)
+		case <-deadline:
+			t.Fatalf("the process did not print %q within %v", line, within)
+		}
+	}
 }
 
 // kill SIGKILLs the process and returns once it is gone: it dies without

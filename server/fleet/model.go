@@ -11,6 +11,7 @@
 package fleet
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -355,6 +356,21 @@ func (m *Model) Reports() (read, malformed uint64) { return m.reports.Load(), m.
 // Synced reports whether the model is listed and watching etcd; while it
 // is not, its answers may be out of date.
 func (m *Model) Synced() bool { return m.watching.Load() && m.reachable.Load() }
+
+// WaitSynced waits until the model is in sync or ctx ends, and reports
+// whether it is.
+func (m *Model) WaitSynced(ctx context.Context) bool {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !m.Synced() {
+		select {
+		case <-ctx.Done():
+			return m.Synced()
+		case <-tick.C:
+		}
+	}
+	return true
+}
 
 // Revision is the etcd revision the model reflects.
 func (m *Model) Revision() int64 {

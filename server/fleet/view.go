@@ -80,7 +80,7 @@ func (m *Model) Instances(app string) []InstanceView {
 	defer m.mu.RUnlock()
 	a := m.apps[app]
 	if a == nil {
-		return nil
+		return []InstanceView{}
 	}
 	want := m.want(app)
 	out := make([]InstanceView, 0, len(a.instances))

@@ -11,9 +11,9 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
-// fleet is what etcd says about published switches and SDK instances:
+// fleetSnapshot is what etcd says about published switches and SDK instances:
 // enough to tell, per switch, how many instances applied its current value.
-type fleet struct {
+type fleetSnapshot struct {
 	// Err is set when etcd did not answer; everything else is then empty.
 	Err error
 	// published maps app/name to the switch key's mod revision and version.
@@ -44,10 +44,10 @@ type InstanceRow struct {
 	Stale bool
 }
 
-func (h *handler) loadFleet(ctx context.Context) *fleet {
+func (h *handler) loadFleet(ctx context.Context) *fleetSnapshot {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	f := &fleet{published: map[string]publishedSwitch{}, appRev: map[string]int64{}, instances: map[string][]wire.Instance{}}
+	f := &fleetSnapshot{published: map[string]publishedSwitch{}, appRev: map[string]int64{}, instances: map[string][]wire.Instance{}}
 	sw, err := h.etcd.Get(ctx, wire.KindPrefix(h.ns, wire.KindSwitches), clientv3.WithPrefix())
 	if err != nil {
 		f.Err = err
@@ -90,7 +90,7 @@ func (h *handler) loadFleet(ctx context.Context) *fleet {
 
 // Applied returns the convergence of one switch whose database version is
 // version.
-func (f *fleet) Applied(app, name string, version int64) Applied {
+func (f *fleetSnapshot) Applied(app, name string, version int64) Applied {
 	if f.Err != nil {
 		return Applied{}
 	}
@@ -113,7 +113,7 @@ func (f *fleet) Applied(app, name string, version int64) Applied {
 }
 
 // Instances returns the instances of app with their staleness.
-func (f *fleet) Instances(app string) []InstanceRow {
+func (f *fleetSnapshot) Instances(app string) []InstanceRow {
 	want := max(f.appRev[app], f.appRev[wire.GlobalApp])
 	var out []InstanceRow
 	for _, i := range f.instances[app] {
@@ -123,7 +123,7 @@ func (f *fleet) Instances(app string) []InstanceRow {
 }
 
 // Apps returns the apps with instances.
-func (f *fleet) Apps() []string {
+func (f *fleetSnapshot) Apps() []string {
 	out := make([]string, 0, len(f.instances))
 	for a := range f.instances {
 		out = append(out, a)
@@ -133,7 +133,7 @@ func (f *fleet) Apps() []string {
 }
 
 // Want is the revision an instance of app must have applied.
-func (f *fleet) Want(app string) int64 { return max(f.appRev[app], f.appRev[wire.GlobalApp]) }
+func (f *fleetSnapshot) Want(app string) int64 { return max(f.appRev[app], f.appRev[wire.GlobalApp]) }
 
 // Rejections is what the fleet says about one limit rule's rejections.
 type Rejections struct {
@@ -152,4 +152,4 @@ type Rejections struct {
 // is the one place to read per-rule rejection counts and breaker states
 // once reports carry them (the Overview then lists rejecting rules first
 // and open breakers as such).
-func (f *fleet) Rejections(app, resource string) Rejections { return Rejections{} }
+func (f *fleetSnapshot) Rejections(app, resource string) Rejections { return Rejections{} }

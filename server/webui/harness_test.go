@@ -51,7 +51,7 @@ func startConsoleWith(t testing.TB, o webui.Options, mod ...func(*console.Config
 	for _, m := range mod {
 		m(&cfg)
 	}
-	c, err := console.Start(context.Background(), cfg, nil, webui.MountWith(o))
+	c, err := console.Start(context.Background(), cfg, nil, console.WithWebUI(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ type ForceRow struct {
 // limitsInForce lists the rules that can turn requests away now: on and in
 // enforce mode (shadow rules only count). Rules the fleet reports as
 // rejecting come first.
-func limitsInForce(rules []server.LimitRule, f *fleet) []ForceRow {
+func limitsInForce(rules []server.LimitRule, f *fleetSnapshot) []ForceRow {
 	var out []ForceRow
 	for i := range rules {
 		v := rules[i].View()

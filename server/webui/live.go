@@ -14,21 +14,25 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
 // hub fans change notices out to every open event stream. Two sources
-// feed it: one etcd watch on the namespace (switches, limits, instance acks;
-// a change made by another console or the API shows in milliseconds) and a
-// once-a-second look at the audit log's head (users and tokens, and every
-// change while etcd is unreachable). A stream learns only "something
+// feed it: one etcd watch on the namespace's published values (limits,
+// overrides, switches — not instance acks and reports, which at scale are a
+// thousand writes a second; a change made by another console or the API
+// shows in milliseconds) and a once-a-second look at the audit log's head
+// (users and tokens, and every change while etcd is unreachable). A stream learns only "something
 // changed"; the page then fetches itself again and swaps its live regions.
 //
 // The hub owns its two goroutines: start runs them, stop ends them and
 // returns once both have.
 type hub struct {
-	etcd   *clientv3.Client
-	db     *gorm.DB
-	prefix string
+	etcd *clientv3.Client
+	db   *gorm.DB
+	// from and end bound the watched keys: every published value and no
+	// instance key (see newHub).
+	from, end string
 	// seq numbers the notices; it is the event id of the stream.
 	seq atomic.Int64
 
@@ -42,9 +46,16 @@ type hub struct {
 	once    sync.Once
 }
 
-func newHub(cli *clientv3.Client, db *gorm.DB, prefix string) *hub {
+// newHub watches namespace ns. The kinds under a namespace sort as
+// election < instances < limits < overrides < switches, so one range from
+// limits/ to the end of switches/ holds every published value and no
+// instance key.
+func newHub(cli *clientv3.Client, db *gorm.DB, ns string) *hub {
 	ctx, cancel := context.WithCancel(cli.Ctx())
-	return &hub{etcd: cli, db: db, prefix: prefix, ctx: ctx, cancel: cancel, subs: map[chan int64]struct{}{}, closing: make(chan struct{})}
+	return &hub{
+		etcd: cli, db: db, ctx: ctx, cancel: cancel, subs: map[chan int64]struct{}{}, closing: make(chan struct{}),
+		from: wire.KindPrefix(ns, wire.KindLimits), end: clientv3.GetPrefixRangeEnd(wire.KindPrefix(ns, wire.KindSwitches)),
+	}
 }
 
 // start runs the etcd watch and the audit poll until stop.
@@ -67,11 +78,11 @@ func (h *hub) stop() {
 func (h *hub) watch(ctx context.Context) {
 	defer h.close()
 	for ctx.Err() == nil {
-		if resp, err := h.etcd.Get(ctx, h.prefix, clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
+		if resp, err := h.etcd.Get(ctx, h.from, clientv3.WithRange(h.end), clientv3.WithCountOnly()); err == nil {
 			// Each attempt's watch is cancelled when it breaks, so a
 			// re-watch does not leave the old stream behind.
 			wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-			for wr := range h.etcd.Watch(wctx, h.prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			for wr := range h.etcd.Watch(wctx, h.from, clientv3.WithRange(h.end), clientv3.WithRev(resp.Header.Revision+1)) {
 				if wr.Err() != nil {
 					break
 				}

@@ -11,12 +11,14 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 )
 
-// TestHubStopJoins: the hub announces a change in etcd, and stop returns
-// only after its watch and its audit poll have ended, while the etcd
-// client and the database are still open.
+// TestHubStopJoins: the hub announces a change of a published value in
+// etcd but not an instance ack, and stop returns only after its watch and
+// its audit poll have ended, while the etcd client and the database are
+// still open.
 func TestHubStopJoins(t *testing.T) {
 	etcd := etcdtest.Start(t)
 	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), t.TempDir())
@@ -42,7 +44,7 @@ func TestHubStopJoins(t *testing.T) {
 	}
 	before := goleak.IgnoreCurrent()
 
-	h := newHub(cli, db, "/hub-test/")
+	h := newHub(cli, db, "hubtest")
 	h.start()
 	ch, unsubscribe := h.subscribe()
 	defer unsubscribe()
@@ -55,12 +57,36 @@ func TestHubStopJoins(t *testing.T) {
 		case <-ch:
 			got = true
 		case <-tick.C:
-			if _, err := cli.Put(context.Background(), "/hub-test/k", time.Now().String()); err != nil {
+			if _, err := cli.Put(context.Background(), wire.SwitchKey("hubtest", "checkout", "reco"), time.Now().String()); err != nil {
 				t.Fatal(err)
 			}
 		case <-deadline:
 			t.Fatal("no change notice within 10 s")
 		}
+	}
+	// An instance ack wakes no browser. Let the notices of the puts above
+	// settle, put an instance key: no notice; a switch: one.
+	quiet := func(d time.Duration) bool {
+		select {
+		case <-ch:
+			return false
+		case <-time.After(d):
+			return true
+		}
+	}
+	for !quiet(300 * time.Millisecond) {
+	}
+	if _, err := cli.Put(context.Background(), wire.InstanceKey("hubtest", "checkout", "pod-1"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if !quiet(time.Second) {
+		t.Fatal("an instance ack woke the streams")
+	}
+	if _, err := cli.Put(context.Background(), wire.SwitchKey("hubtest", "checkout", "reco"), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	if quiet(10 * time.Second) {
+		t.Fatal("no notice for the switch change")
 	}
 
 	h.stop()

@@ -44,11 +44,19 @@ type session struct {
 
 func (session) TableName() string { return "web_sessions" }
 
-// sessions creates, finds and ends sessions.
+// sessions creates, finds and ends sessions. The web UI owns the
+// web_sessions table; users are the service's.
 type sessions struct {
 	db   *gorm.DB
+	svc  *server.Service
 	ttl  time.Duration
 	idle time.Duration
+}
+
+// endSessions ends every session of a user, inside the transaction that
+// changes the user's credentials or powers (Service.OnCredentialsChange).
+func endSessions(tx *gorm.DB, userID int64) error {
+	return tx.Where("user_id = ?", userID).Delete(&session{}).Error
 }
 
 func randomToken() string {
@@ -107,14 +115,17 @@ func (s *sessions) lookup(c *gin.Context) (*session, *server.User, error) {
 		s.db.WithContext(c.Request.Context()).Where("id_hash = ?", row.IDHash).Delete(&session{})
 		return nil, nil, errNoSession
 	}
-	var u server.User
-	if err := s.db.WithContext(c.Request.Context()).Where("id = ?", row.UserID).Take(&u).Error; err != nil || u.Disabled() {
+	u, err := s.svc.GetUser(c.Request.Context(), row.UserID)
+	switch {
+	case errors.Is(err, server.ErrNotFound) || (err == nil && u.Disabled()):
 		return nil, nil, errNoSession
+	case err != nil:
+		return nil, nil, err
 	}
 	if now.Sub(row.LastSeenAt) > time.Minute {
 		s.db.WithContext(c.Request.Context()).Model(&session{}).Where("id_hash = ?", row.IDHash).Update("last_seen_at", now)
 	}
-	return &row, &u, nil
+	return &row, u, nil
 }
 
 // requireSession lets signed-in users through. Others are sent to the

@@ -23,7 +23,7 @@ type SwitchRow struct {
 	Applied Applied
 }
 
-func switchRows(list []server.Switch, f *fleet) []SwitchRow {
+func switchRows(list []server.Switch, f *fleetSnapshot) []SwitchRow {
 	out := make([]SwitchRow, 0, len(list))
 	for i := range list {
 		s := &list[i]
@@ -46,13 +46,13 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 	p := &page{Title: "What is degraded now", Nav: "overview"}
 	list, err := h.svc.ListSwitches(c.Request.Context(), "")
 	if err != nil {
-		p.Data = map[string]any{"Fleet": &fleet{}}
+		p.Data = map[string]any{"Fleet": &fleetSnapshot{}}
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
 	rules, err := h.svc.ListLimits(c.Request.Context(), "")
 	if err != nil {
-		p.Data = map[string]any{"Fleet": &fleet{}}
+		p.Data = map[string]any{"Fleet": &fleetSnapshot{}}
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
@@ -67,7 +67,11 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 		}
 	}
 	f := h.loadFleet(c.Request.Context())
-	p.Data = map[string]any{"On": switchRows(on, f), "Off": off, "Total": len(list), "Limits": limitsInForce(rules, f), "Fleet": f}
+	sections, serr := h.overviewSections(c)
+	p.Data = map[string]any{"On": switchRows(on, f), "Off": off, "Total": len(list), "Limits": limitsInForce(rules, f), "Fleet": f, "Sections": sections}
+	if ferr == nil && serr != nil {
+		form, ferr = "page", serr
+	}
 	if ferr != nil {
 		// The row of a switch that is off by now is gone, and its error
 		// with it: show that at the top.
@@ -132,9 +136,13 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 		fallback = prettyJSON(sw.Fallback)
 	}
 	history := eventRows(events)
+	sections, serr := h.switchSections(c, sw)
 	p.Data = map[string]any{
 		"S": sw.View(), "Applied": h.loadFleet(c.Request.Context()).Applied(app, name, sw.Version),
-		"History": history, "Next": next, "Fallback": fallback,
+		"History": history, "Next": next, "Fallback": fallback, "Sections": sections,
+	}
+	if ferr == nil && serr != nil {
+		form, ferr = "page", serr
 	}
 	if ferr != nil {
 		if !detailShows(form, sw, history) {
@@ -234,7 +242,7 @@ func (h *handler) turnOnSwitch(c *gin.Context, app, name string, onErr func(erro
 	if _, ok := c.Request.PostForm["selector"]; !ok {
 		r.Selector = sw.Rollout().Selector
 	}
-	if needsConfirm(sw.Level, r.Percent) && !confirmed(c) {
+	if server.NeedsConfirmation(sw.Level, r.Percent) && !confirmed(c) {
 		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
 		return
 	}
@@ -369,7 +377,7 @@ func (h *handler) editSwitch(c *gin.Context) {
 	}
 	// A switch that is on and moves to L4 or L5 starts failing or queueing
 	// writes at once.
-	if sw, err := h.svc.GetSwitch(c.Request.Context(), app, name); err == nil && sw.State == wire.StateOn && level != sw.Level && needsConfirm(level, 0) && !confirmed(c) {
+	if sw, err := h.svc.GetSwitch(c.Request.Context(), app, name); err == nil && sw.State == wire.StateOn && level != sw.Level && server.NeedsConfirmation(level, 0) && !confirmed(c) {
 		h.confirm(c, sw, "change "+app+"/"+name+" to "+string(level)+" while it is on", "/edit", level, sw.Rollout())
 		return
 	}
@@ -390,7 +398,7 @@ func (h *handler) rollback(c *gin.Context) {
 		h.switchPage(c, 0, form, errors.Join(fp.err(), &server.ValidationError{Fields: []*server.FieldError{{Field: "event", Msg: "is required"}}}))
 		return
 	}
-	if sw, after := h.restores(c, app, name, *id); after != nil && after.State == wire.StateOn && needsConfirm(after.Level, after.Rollout.Percent) && !confirmed(c) {
+	if sw, after := h.restores(c, app, name, *id); after != nil && after.State == wire.StateOn && server.NeedsConfirmation(after.Level, after.Rollout.Percent) && !confirmed(c) {
 		h.confirm(c, sw, "roll "+app+"/"+name+" back to its state after #"+fp.str("event"), "/rollback", after.Level, after.Rollout)
 		return
 	}

@@ -22,7 +22,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
-	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -48,41 +48,75 @@ func (o *Options) defaults() {
 	}
 }
 
-// Mount adds the web UI with default options; it has the console.Mount
-// signature.
-func Mount(r *gin.Engine, c *console.Console) { MountWith(Options{})(r, c) }
-
-// MountWith returns a console.Mount with the given options.
-func MountWith(o Options) console.Mount {
-	o.defaults()
-	return func(r *gin.Engine, c *console.Console) {
-		h := &handler{
-			svc: c.Service, etcd: c.Etcd, ns: c.Config.Namespace, pages: parseTemplates(), log: slog.Default(),
-			sessions: &sessions{db: c.DB, ttl: o.SessionTTL, idle: o.IdleTimeout},
-			hub:      newHub(c.Etcd, c.DB, wire.NamespacePrefix(c.Config.Namespace)),
-			signIn:   newSignInThrottle(o.Clock),
-		}
-		h.hub.start()
-		// Stopping the hub ends the open event streams, which would hold up
-		// a graceful shutdown, and joins its goroutines. (Console.Shutdown
-		// runs OnShutdown hooks without awaiting them; a mount that owns a
-		// Close would call stop there.)
-		c.OnShutdown(h.hub.stop)
-		h.routes(r)
-	}
+// Deps is what the web UI needs from the console that serves it.
+type Deps struct {
+	Service   *server.Service
+	Fleet     *fleet.Model
+	Etcd      *clientv3.Client
+	Namespace string
+	Logger    *slog.Logger
+	Domains   Domains
 }
+
+// Domains are the services of the job domains (staged rollouts,
+// auto-triggers, drills, expiry and findings, notification channels); each
+// has a file of pages here, which registerDomains mounts.
+type Domains struct{}
+
+// registerDomains mounts each job domain's pages on in (signed in, CSRF
+// checked) and registers its sections of the switch page and the Overview
+// (sections.go).
+func (h *handler) registerDomains(in *gin.RouterGroup) {}
+
+// UI is the web console.
+type UI struct{ h *handler }
+
+// New returns the web UI on d; Routes mounts it, Close stops it. It ends a
+// user's sessions (web_sessions, which it owns) inside the transaction that
+// changes the user's password, role or disabled flag.
+func New(d Deps, o Options) *UI {
+	o.defaults()
+	if d.Logger == nil {
+		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	db := d.Service.DB()
+	h := &handler{
+		svc: d.Service, fleet: d.Fleet, etcd: d.Etcd, ns: d.Namespace, pages: parseTemplates(), log: d.Logger,
+		sessions: &sessions{db: db, svc: d.Service, ttl: o.SessionTTL, idle: o.IdleTimeout},
+		hub:      newHub(d.Etcd, db, d.Namespace),
+		signIn:   newSignInThrottle(o.Clock),
+		onSwitch: map[string]SwitchSection{}, onOverview: map[string]OverviewSection{},
+		domains: d.Domains,
+	}
+	d.Service.OnCredentialsChange(endSessions)
+	h.hub.start()
+	return &UI{h: h}
+}
+
+// Routes mounts the pages on r.
+func (u *UI) Routes(r *gin.Engine) { u.h.routes(r) }
+
+// Close ends the open event streams, which would hold up a graceful
+// shutdown, and joins the live hub's goroutines. It may be called more
+// than once.
+func (u *UI) Close() { u.h.hub.stop() }
 
 // handler serves every page.
 type handler struct {
-	svc      *server.Service
-	etcd     *clientv3.Client
-	ns       string
-	verify   verifyCache
-	pages    map[string]*template.Template
-	sessions *sessions
-	hub      *hub
-	signIn   *signInThrottle
-	log      *slog.Logger
+	svc   *server.Service
+	fleet *fleet.Model
+	// onSwitch and onOverview are the job domains' sections (sections.go).
+	onSwitch   map[string]SwitchSection
+	onOverview map[string]OverviewSection
+	domains    Domains
+	etcd       *clientv3.Client
+	ns         string
+	verify     verifyCache
+	pages      map[string]*template.Template
+	sessions   *sessions
+	hub        *hub
+	signIn     *signInThrottle
+	log        *slog.Logger
 }
 
 func (h *handler) routes(r *gin.Engine) {
@@ -126,6 +160,7 @@ func (h *handler) routes(r *gin.Engine) {
 	in.POST("/admin/users/:username", h.updateUser)
 	in.POST("/admin/tokens", h.createToken)
 	in.POST("/admin/tokens/:id/revoke", h.revokeToken)
+	h.registerDomains(in)
 }
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
@@ -234,7 +269,7 @@ var funcs = template.FuncMap{
 	"pct":          percent,
 	"defaultMaxOn": func() string { return shortDuration(server.DefaultMaxOn) },
 	"levelName":    func(l wire.Level) string { return l.Label() },
-	"dangerous":    needsConfirm,
+	"dangerous":    server.NeedsConfirmation,
 	"join":         strings.Join,
 	"levels":       func() []wire.Level { return []wire.Level{wire.L1, wire.L2, wire.L3, wire.L4, wire.L5} },
 	"kinds":        func() []string { return wire.LimitKinds },
@@ -321,16 +356,10 @@ func human(d time.Duration) string {
 	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
 }
 
-// needsConfirm says whether turning a switch on needs a second click: L4
-// and L5 stop writes, and 100 % reaches everyone.
-func needsConfirm(level wire.Level, percent float64) bool {
-	return level == wire.L4 || level == wire.L5 || percent >= 100
-}
-
 // parseTemplates builds one template set per page: layout.html and
 // partials.html plus the page's own file.
 func parseTemplates() map[string]*template.Template {
-	base := template.Must(template.New("").Funcs(funcs).ParseFS(web.FS, "templates/layout.html", "templates/partials.html"))
+	base := template.Must(template.New("").Funcs(funcs).ParseFS(web.FS, "templates/layout.html", "templates/partials.html", "templates/sections/*.html"))
 	names, err := fs.Glob(web.FS, "templates/*.html")
 	if err != nil {
 		panic(err)

@@ -1,4 +1,15 @@
-package server
+// Package lead is the consoles' election and the leader's job runner.
+// Every console campaigns for the namespace's scheduler election; the one
+// that leads runs the registered jobs — publisher, reconciler, and the
+// leader jobs of every domain (rollouts, triggers, drills, expiry,
+// notifications) — each on its own goroutine, with the time passed in.
+//
+// A term is fenced twice: in etcd (every write compares the election key)
+// and in the database (the new leader claims its term, and a job's
+// transaction commits only within it; see server.InTerm). A job keeps its
+// durable state in the database, so a new leader resumes where the old one
+// stopped, and never applies a step twice.
+package lead
 
 import (
 	"context"
@@ -14,10 +25,11 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
 )
 
-// SchedulerConfig configures the leader-only background jobs.
-type SchedulerConfig struct {
+// Config configures a Scheduler.
+type Config struct {
 	Namespace string
 	// ID names this console in the election (host:port is a good choice).
 	ID string
@@ -27,22 +39,28 @@ type SchedulerConfig struct {
 	// its election timeout, rounded up: 2 s at etcd's default 1000 ms); the
 	// scheduler logs a warning when it does.
 	SessionTTL time.Duration
-	// ReconcileInterval is the period of full reconciliation (default 30s).
-	ReconcileInterval time.Duration
-	// DrainInterval is how often the outbox is polled when nothing kicks the
-	// publisher (default 250ms): it picks up other consoles' changes.
-	DrainInterval time.Duration
-	Logger        *slog.Logger
+	// Now is the clock the jobs' steps are given (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+	// OnLeading is told when this console starts (true) and stops (false)
+	// leading.
+	OnLeading func(leading bool)
+}
+
+// Claimer records a new term in the database (server.Service.ClaimTerm).
+type Claimer interface {
+	ClaimTerm(ctx context.Context, t server.Term) error
 }
 
 // Scheduler campaigns for the namespace's scheduler election and, while it
-// leads, runs the publisher and the reconciler. Several consoles can run it;
-// exactly one leads.
+// leads, runs the registered jobs. Several consoles can run it; exactly one
+// leads.
 type Scheduler struct {
 	cli     *clientv3.Client
-	pub     *Publisher
-	cfg     SchedulerConfig
+	claim   Claimer
+	cfg     Config
 	leading atomic.Bool
+	jobs    jobSet
 
 	// Run's goroutine only:
 	orphan    clientv3.LeaseID // lease of an ended term that etcd did not revoke
@@ -56,24 +74,25 @@ const (
 	retryMax = time.Second
 )
 
-// NewScheduler returns a scheduler; Run starts it.
-func NewScheduler(cli *clientv3.Client, pub *Publisher, c SchedulerConfig) *Scheduler {
+// New returns a scheduler that claims its terms through claim; add jobs
+// with Add, start it with Run.
+func New(cli *clientv3.Client, claim Claimer, c Config) *Scheduler {
 	if c.SessionTTL == 0 {
 		c.SessionTTL = time.Second
 	}
 	// etcd leases count whole seconds; below one the lease would silently
 	// fall back to etcd's 60 s default.
 	c.SessionTTL = max(c.SessionTTL.Truncate(time.Second), time.Second)
-	if c.ReconcileInterval == 0 {
-		c.ReconcileInterval = 30 * time.Second
-	}
-	if c.DrainInterval == 0 {
-		c.DrainInterval = 250 * time.Millisecond
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Scheduler{cli: cli, pub: pub, cfg: c}
+	if c.OnLeading == nil {
+		c.OnLeading = func(bool) {}
+	}
+	return &Scheduler{cli: cli, claim: claim, cfg: c}
 }
 
 // Leading reports whether this console currently holds the election.
@@ -131,12 +150,17 @@ func (s *Scheduler) term(ctx context.Context) (led bool, err error) {
 	if err := el.Campaign(termCtx, s.cfg.ID); err != nil {
 		return false, err
 	}
-	fence := NewFence(el.Key(), el.Rev())
+	t := server.Term{Rev: el.Rev(), Holder: s.cfg.ID, Fence: server.NewFence(el.Key(), el.Rev())}
+	// The database learns the term before any job acts in it: from now on
+	// a deposed leader's job transactions fail.
+	if err := s.claim.ClaimTerm(termCtx, t); err != nil {
+		return true, fmt.Errorf("lead: claim term %d: %w", t.Rev, err)
+	}
 	s.setLeading(true)
-	s.cfg.Logger.Info("scheduler: leading", "id", s.cfg.ID)
-	err = s.lead(termCtx, fence)
+	s.cfg.Logger.Info("scheduler: leading", "id", s.cfg.ID, "term", t.Rev)
+	err = s.jobs.run(termCtx, t, s.cfg)
 	s.setLeading(false)
-	s.cfg.Logger.Info("scheduler: stepped down", "id", s.cfg.ID)
+	s.cfg.Logger.Info("scheduler: stepped down", "id", s.cfg.ID, "term", t.Rev)
 	if errors.Is(err, context.Canceled) {
 		err = nil
 	}
@@ -192,7 +216,7 @@ func (s *Scheduler) revokeOrphan(ctx context.Context) error {
 		return nil
 	}
 	if err := s.revokeLease(ctx, s.orphan); err != nil {
-		return fmt.Errorf("server: revoke the election lease of the last term: %w", err)
+		return fmt.Errorf("lead: revoke the election lease of the last term: %w", err)
 	}
 	s.cfg.Logger.Info("scheduler: revoked the election lease of the last term", "lease", fmt.Sprintf("%x", int64(s.orphan)))
 	s.orphan = clientv3.NoLease
@@ -210,52 +234,5 @@ func (s *Scheduler) revokeLease(ctx context.Context, id clientv3.LeaseID) error 
 
 func (s *Scheduler) setLeading(v bool) {
 	s.leading.Store(v)
-	s.pub.setLeading(v)
-	if v {
-		s.pub.metrics.Leader.Set(1)
-	} else {
-		s.pub.metrics.Leader.Set(0)
-	}
-}
-
-// lead runs the publisher and reconciler until ctx ends or leadership is lost.
-func (s *Scheduler) lead(ctx context.Context, f Fence) error {
-	reconcile := time.NewTicker(s.cfg.ReconcileInterval)
-	defer reconcile.Stop()
-	drain := time.NewTicker(s.cfg.DrainInterval)
-	defer drain.Stop()
-	run := func(full bool) error {
-		var err error
-		if full {
-			_, err = s.pub.Reconcile(ctx, f)
-		} else {
-			err = s.pub.Drain(ctx, f)
-		}
-		if errors.Is(err, errNotLeader) {
-			return err
-		}
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("scheduler: publish", "err", err)
-		}
-		return nil
-	}
-	if err := run(true); err != nil {
-		return err
-	}
-	for {
-		var err error
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.pub.kick:
-			err = run(false)
-		case <-drain.C:
-			err = run(false)
-		case <-reconcile.C:
-			err = run(true)
-		}
-		if err != nil {
-			return err
-		}
-	}
+	s.cfg.OnLeading(v)
 }

@@ -1,22 +1,24 @@
-package server
+package lead_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/lead"
 )
 
 // runScheduler runs a scheduler with id against srv until the test ends.
-func runScheduler(t *testing.T, cli *clientv3.Client, id string) *Scheduler {
+func runScheduler(t *testing.T, cli *clientv3.Client, id string) *lead.Scheduler {
 	t.Helper()
-	pub := NewPublisher(openDB(t, ""), cli, PublisherConfig{Namespace: "default"})
-	s := NewScheduler(cli, pub, SchedulerConfig{Namespace: "default", ID: id, SessionTTL: time.Second})
+	svc := server.NewService(openDB(t), nil)
+	s := lead.New(cli, svc, lead.Config{Namespace: "default", ID: id, SessionTTL: time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
@@ -80,33 +82,17 @@ func TestCampaignBackoffResets(t *testing.T) {
 	}
 }
 
-// TestDeposedLeaderIsFenced: a leader whose session etcd ended without it
-// noticing (a paused or partitioned process, the case a short TTL makes
-// likelier) cannot publish once another scheduler leads: every write is a
-// transaction fenced on the old leader's election key.
-func TestDeposedLeaderIsFenced(t *testing.T) {
-	cli := etcdtest.Start(t).Client(t)
-	ctx := context.Background()
-	_, deposed := lead(t, cli)
-	if _, err := cli.Revoke(ctx, electionLeader(t, cli)); err != nil { // as etcd does when the TTL runs out
+// openDB opens a migrated SQLite database in a temporary directory.
+func openDB(t *testing.T) *gorm.DB {
+	t.Helper()
+	db, _, err := server.OpenDB(context.Background(), "", t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
-	successor := runScheduler(t, cli, "successor")
-	waitUntil(t, 10*time.Second, "another scheduler leads", successor.Leading)
-
-	db := openDB(t, "")
-	if _, _, err := NewService(db, nil).CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "late", Level: wire.L3, Reason: "r"}); err != nil {
-		t.Fatal(err)
-	}
-	pub := NewPublisher(db, cli, PublisherConfig{Namespace: "default"})
-	if err := pub.Drain(ctx, deposed); !errors.Is(err, errNotLeader) {
-		t.Fatalf("drain under the deposed leader's fence: %v, want errNotLeader", err)
-	}
-	if _, err := pub.Reconcile(ctx, deposed); !errors.Is(err, errNotLeader) {
-		t.Fatalf("reconcile under the deposed leader's fence: %v, want errNotLeader", err)
-	}
-	resp, err := cli.Get(ctx, wire.SwitchKey("default", "checkout", "late"))
-	if err != nil || len(resp.Kvs) != 0 {
-		t.Fatalf("the deposed leader wrote to etcd: %v %v", resp.Kvs, err)
-	}
+	t.Cleanup(func() {
+		if sqlDB, err := db.DB(); err == nil {
+			sqlDB.Close()
+		}
+	})
+	return db
 }

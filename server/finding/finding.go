@@ -1,0 +1,161 @@
+// Package finding keeps the findings: things about a switch or a job that
+// a person should look at — a switch on past its expiry, one never drilled
+// or never read, a locked trigger, a failed drill, a paused rollout. There
+// is at most one open finding per kind and target; the job that sees the
+// cause go away resolves it and says why. Opening a finding notifies.
+package finding
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server/notify"
+)
+
+// Kind names what a finding is about.
+type Kind string
+
+// Finding kinds.
+const (
+	ExpiredOn      Kind = "expired_on"      // a switch on past its expires_at (remind policy)
+	ExpiryReminder Kind = "expiry_reminder" // a switch that expires soon
+	NeverDrilled   Kind = "never_drilled"   // no passing drill in 90 days
+	NeverRead      Kind = "never_read"      // no instance read the switch in 30 days
+	NoOwner        Kind = "no_owner"        // a switch without an owner
+	TriggerLocked  Kind = "trigger_locked"  // an auto-trigger locked itself after flapping
+	DrillFailed    Kind = "drill_failed"    // a drill's verdict failed
+	RolloutPaused  Kind = "rollout_paused"  // a staged rollout paused by a gate or a person
+	TriggerHandoff Kind = "trigger_handoff" // an auto-trigger hit max_on and handed the switch to a person
+)
+
+// Severities.
+const (
+	Info     = "info"
+	Warning  = "warning"
+	Critical = "critical"
+)
+
+// Finding is a finding as stored.
+type Finding struct {
+	ID         int64      `gorm:"primaryKey" json:"id"`
+	Kind       Kind       `json:"kind"`
+	Target     string     `json:"target"`
+	App        string     `json:"app,omitempty"`
+	Severity   string     `json:"severity"`
+	Summary    string     `json:"summary"`
+	Detail     string     `json:"detail,omitempty"`
+	Since      time.Time  `json:"since"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
+	Resolution string     `json:"resolution,omitempty"`
+}
+
+// TableName pins the table name.
+func (Finding) TableName() string { return "findings" }
+
+// Spec describes a finding to open.
+type Spec struct {
+	Kind     Kind
+	Target   string // "switch/checkout/recommend", "trigger/checkout/cpu-high"
+	App      string
+	Severity string
+	Summary  string // one line
+	Detail   string
+}
+
+// Open opens the finding of s.Kind on s.Target inside tx at now, or
+// refreshes its summary when it is already open. A newly opened finding
+// enqueues a finding.opened notification in the same transaction. It
+// reports whether the finding is new.
+func Open(tx *gorm.DB, s Spec, now time.Time) (bool, error) {
+	if s.Kind == "" || s.Target == "" || s.Summary == "" {
+		return false, errors.New("finding: kind, target and summary are required")
+	}
+	switch s.Severity {
+	case Info, Warning, Critical:
+	default:
+		return false, fmt.Errorf("finding: unknown severity %q", s.Severity)
+	}
+	now = now.UTC()
+	var cur Finding
+	err := tx.Where("kind = ? AND target = ? AND resolved_at IS NULL", s.Kind, s.Target).Take(&cur).Error
+	switch {
+	case err == nil:
+		return false, tx.Model(&cur).Updates(map[string]any{"summary": s.Summary, "detail": s.Detail, "severity": s.Severity, "updated_at": now}).Error
+	case !errors.Is(err, gorm.ErrRecordNotFound):
+		return false, err
+	}
+	f := &Finding{Kind: s.Kind, Target: s.Target, App: s.App, Severity: s.Severity, Summary: s.Summary, Detail: s.Detail, Since: now, UpdatedAt: now}
+	if err := tx.Create(f).Error; err != nil {
+		return false, err
+	}
+	return true, notify.Enqueue(tx, notify.Event{
+		Key: fmt.Sprintf("finding/%d/opened", f.ID), Kind: notify.FindingOpened, App: s.App, Target: s.Target,
+		Title: s.Summary, Body: s.Detail, At: now,
+		Data: map[string]any{"finding": f.ID, "kind": s.Kind, "severity": s.Severity},
+	})
+}
+
+// Resolve resolves the open finding of kind on target inside tx, saying
+// why (the cause went away: "renewed by olga", "drill passed"). It
+// reports whether a finding was open.
+func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, error) {
+	now = now.UTC()
+	res := tx.Model(&Finding{}).Where("kind = ? AND target = ? AND resolved_at IS NULL", kind, target).
+		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now})
+	return res.RowsAffected > 0, res.Error
+}
+
+// Filter selects findings for List.
+type Filter struct {
+	Kind   Kind
+	App    string
+	Target string
+	// Open: only open findings; Resolved: only resolved ones; neither: all.
+	Open, Resolved bool
+	Limit          int // default 100, at most 1000
+}
+
+// List returns findings matching f, newest first.
+func List(db *gorm.DB, f Filter) ([]Finding, error) {
+	q := db.Model(&Finding{})
+	if f.Kind != "" {
+		q = q.Where("kind = ?", f.Kind)
+	}
+	if f.App != "" {
+		q = q.Where("app = ?", f.App)
+	}
+	if f.Target != "" {
+		q = q.Where("target = ?", f.Target)
+	}
+	switch {
+	case f.Open:
+		q = q.Where("resolved_at IS NULL")
+	case f.Resolved:
+		q = q.Where("resolved_at IS NOT NULL")
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var out []Finding
+	err := q.Order("id DESC").Limit(min(limit, 1000)).Find(&out).Error
+	return out, err
+}
+
+// OpenCounts returns the number of open findings by severity.
+func OpenCounts(db *gorm.DB) (map[string]int64, error) {
+	var rows []struct {
+		Severity string
+		N        int64
+	}
+	err := db.Model(&Finding{}).Select("severity, count(*) AS n").Where("resolved_at IS NULL").Group("severity").Scan(&rows).Error
+	out := map[string]int64{}
+	for _, r := range rows {
+		out[r.Severity] = r.N
+	}
+	return out, err
+}

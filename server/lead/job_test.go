@@ -1,0 +1,92 @@
+package lead_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/lead"
+)
+
+// countJob records its steps: the term and the time it was given.
+type countJob struct {
+	every time.Duration
+	wake  chan struct{}
+	mu    sync.Mutex
+	terms []int64
+	times []time.Time
+	fail  atomic.Bool // the next step finds a newer leader
+}
+
+func (j *countJob) Name() string          { return "count" }
+func (j *countJob) Every() time.Duration  { return j.every }
+func (j *countJob) Wake() <-chan struct{} { return j.wake }
+func (j *countJob) Step(_ context.Context, t server.Term, now time.Time) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.terms = append(j.terms, t.Rev)
+	j.times = append(j.times, now)
+	if j.fail.CompareAndSwap(true, false) {
+		return server.ErrNotLeader
+	}
+	return nil
+}
+
+func (j *countJob) steps() (int, int64, time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.terms) == 0 {
+		return 0, 0, time.Time{}
+	}
+	return len(j.terms), j.terms[len(j.terms)-1], j.times[len(j.times)-1]
+}
+
+// TestJobsRunWhileLeading: only the leader's jobs step, at the start of
+// the term, on their period and when woken, with the scheduler's clock; the
+// term is recorded in the database first; a step that finds a newer leader
+// ends the term and the scheduler campaigns again.
+func TestJobsRunWhileLeading(t *testing.T) {
+	srv := etcdtest.Start(t)
+	db := openDB(t)
+	svc := server.NewService(db, nil)
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	newJob := func() *countJob { return &countJob{every: time.Hour, wake: make(chan struct{}, 1)} }
+	start := func(id string, j *countJob) *lead.Scheduler {
+		s := lead.New(srv.Client(t), svc, lead.Config{Namespace: "default", ID: id, Now: func() time.Time { return clock }})
+		s.Add(j)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return s
+	}
+	ja, jb := newJob(), newJob()
+	a := start("a", ja)
+	waitUntil(t, 10*time.Second, "a leads", a.Leading)
+	b := start("b", jb)
+	waitUntil(t, 10*time.Second, "a's job stepped at the start of its term", func() bool { n, _, _ := ja.steps(); return n == 1 })
+	_, term, at := ja.steps()
+	if rev, holder, _ := svc.CurrentTerm(context.Background()); rev != term || holder != "a" {
+		t.Fatalf("database term %d of %q, the job ran in %d", rev, holder, term)
+	}
+	if !at.Equal(clock) {
+		t.Fatalf("step at %v, want the scheduler's clock %v", at, clock)
+	}
+	ja.wake <- struct{}{}
+	waitUntil(t, 10*time.Second, "a woken step", func() bool { n, _, _ := ja.steps(); return n == 2 })
+	if n, _, _ := jb.steps(); n != 0 || b.Leading() {
+		t.Fatalf("the follower's job stepped %d times", n)
+	}
+	// The next step finds a newer leader: a steps down, and whoever leads
+	// next runs in a newer term.
+	ja.fail.Store(true)
+	ja.wake <- struct{}{}
+	waitUntil(t, 10*time.Second, "a newer term", func() bool {
+		rev, _, _ := svc.CurrentTerm(context.Background())
+		return rev > term && (a.Leading() || b.Leading())
+	})
+}
