@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -77,6 +78,25 @@ func (s *Service) turnOffChange(a Actor, app, name string, t Toggle) (change, **
 		return nil
 	})
 	return c, out, nil
+}
+
+// RenewSwitch confirms a switch that is on: a person has looked at it
+// and it stays on for another max_on, so its expiry moves to now + max_on
+// (audited as switch.renew). A switch that is off is refused, naming
+// "state"; the reason is mandatory, as for every change.
+func (s *Service) RenewSwitch(ctx context.Context, a Actor, app, name string, c Change) (*Switch, Receipt, error) {
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchRenew, c.Reason, c.Version), func(sw *Switch) error {
+		if sw.State != wire.StateOn {
+			return invalid("state", "is off: only a switch that is on can be renewed")
+		}
+		d, err := time.ParseDuration(sw.MaxOn)
+		if err != nil {
+			return invalid("max_on", `must be a duration such as "24h" to renew by`)
+		}
+		exp := s.now().Add(d)
+		sw.ExpiresAt = &exp
+		return nil
+	})
 }
 
 // restoreChange puts a switch back to a recorded state (see
