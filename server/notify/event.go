@@ -77,6 +77,8 @@ type row struct {
 	Body      string
 	Data      string
 	CreatedAt time.Time
+	// DispatchedAt is when the delivery job made the event's deliveries.
+	DispatchedAt *time.Time
 }
 
 func (row) TableName() string { return "notifications" }

@@ -1,0 +1,251 @@
+package notify
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// Formats of a channel's requests.
+const (
+	// FormatJSON posts the event as a Payload.
+	FormatJSON = "json"
+	// FormatSlack posts a Slack-compatible message: {"text", "blocks"}.
+	FormatSlack = "slack"
+)
+
+// AllKinds in a channel's events matches every kind, including kinds added
+// in later versions.
+const AllKinds = "*"
+
+// Limits of a channel's fields.
+const (
+	minSecretLen = 16
+	maxSecretLen = 512
+	maxURLLen    = 2000
+)
+
+// Channel is a webhook the delivery job sends events to. Its secret signs
+// every request and is never shown again once set.
+type Channel struct {
+	server.Record
+	Name        string
+	URL         string
+	Secret      string
+	SecretSetAt time.Time
+	Events      string // comma-separated kinds, or AllKinds
+	Apps        string // comma-separated apps; "" is every app
+	Format      string
+}
+
+// TableName pins the table name.
+func (Channel) TableName() string { return "channels" }
+
+// Target is how the audit log names the channel.
+func (c *Channel) Target() string { return "channel/" + c.Name }
+
+// Kinds returns the channel's event filter.
+func (c *Channel) Kinds() []string { return split(c.Events) }
+
+// AppList returns the apps the channel is for (none: every app).
+func (c *Channel) AppList() []string { return split(c.Apps) }
+
+// Wants reports whether an event of kind about app goes to the channel.
+// Events about no app pass every app filter.
+func (c *Channel) Wants(kind Kind, app string) bool {
+	kinds := c.Kinds()
+	if !slices.Contains(kinds, AllKinds) && !slices.Contains(kinds, string(kind)) {
+		return false
+	}
+	apps := c.AppList()
+	return app == "" || len(apps) == 0 || slices.Contains(apps, app)
+}
+
+// ChannelView is a channel as the API shows it to admins: everything but
+// the secret, of which only the time it was set shows.
+type ChannelView struct {
+	Name        string    `json:"name"`
+	URL         string    `json:"url"`
+	Events      []string  `json:"events"`
+	Apps        []string  `json:"apps"`
+	Format      string    `json:"format"`
+	SecretSetAt time.Time `json:"secret_set_at"`
+	Version     int64     `json:"version"`
+	Reason      string    `json:"reason"`
+	UpdatedBy   string    `json:"updated_by"`
+	UpdatedAt   time.Time `json:"updated_at"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// View returns the API representation.
+func (c *Channel) View() ChannelView {
+	return ChannelView{
+		Name: c.Name, URL: c.URL, Events: c.Kinds(), Apps: c.AppList(), Format: c.Format,
+		SecretSetAt: c.SecretSetAt.UTC(), Version: c.Version, Reason: c.Reason,
+		UpdatedBy: c.UpdatedBy, UpdatedAt: c.UpdatedAt.UTC(), CreatedAt: c.CreatedAt.UTC(),
+	}
+}
+
+// auditView is the channel as its audit events record it. Viewers read the
+// audit log, and a webhook URL often carries a token of its own (Slack's
+// do), so only the URL's scheme and host are kept.
+func (c *Channel) auditView() ChannelView {
+	v := c.View()
+	v.URL = RedactURL(c.URL)
+	return v
+}
+
+// RedactURL keeps a URL's scheme and host: "https://hooks.slack.com/…".
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "…"
+	}
+	out := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		out += "/…"
+	}
+	return out
+}
+
+// ChannelInput creates a channel.
+type ChannelInput struct {
+	Name   string   `json:"name"`
+	URL    string   `json:"url"`
+	Secret string   `json:"secret"`
+	Events []string `json:"events"`
+	Apps   []string `json:"apps"`
+	Format string   `json:"format"`
+	Reason string   `json:"reason"`
+}
+
+// ChannelPatch changes some fields of a channel; nil fields stay as they
+// are. A new secret replaces the old one at once.
+type ChannelPatch struct {
+	Version *int64    `json:"version"`
+	Reason  string    `json:"reason"`
+	URL     *string   `json:"url"`
+	Secret  *string   `json:"secret"`
+	Events  *[]string `json:"events"`
+	Apps    *[]string `json:"apps"`
+	Format  *string   `json:"format"`
+}
+
+// apply copies the patch onto c; now is when a new secret was set.
+func (p *ChannelPatch) apply(c *Channel, now time.Time) {
+	if p.URL != nil {
+		c.URL = strings.TrimSpace(*p.URL)
+	}
+	if p.Secret != nil {
+		c.Secret, c.SecretSetAt = *p.Secret, now
+	}
+	if p.Events != nil {
+		c.Events = join(*p.Events)
+	}
+	if p.Apps != nil {
+		c.Apps = join(*p.Apps)
+	}
+	if p.Format != nil {
+		c.Format = strings.TrimSpace(*p.Format)
+	}
+}
+
+// validate checks every field of c (and the change's reason); the error
+// names each bad field.
+func (c *Channel) validate(reason string) error {
+	var v fieldErrs
+	if !wire.ValidName(c.Name) {
+		v.add("name", "must match "+wire.NamePattern.String())
+	}
+	if u, err := url.Parse(c.URL); c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		v.add("url", "must be an http:// or https:// URL with a host")
+	} else if len(c.URL) > maxURLLen || !wire.Printable(c.URL) {
+		v.add("url", "must be at most 2000 printable characters")
+	}
+	switch {
+	case c.Secret == "":
+		v.add("secret", "is required: every delivery is signed with it (HMAC-SHA256)")
+	case len(c.Secret) < minSecretLen || len(c.Secret) > maxSecretLen:
+		v.add("secret", "must be 16 to 512 characters")
+	case !wire.Printable(c.Secret):
+		v.add("secret", "must not contain control characters")
+	}
+	kinds := c.Kinds()
+	if len(kinds) == 0 {
+		v.add("events", `is required: the event kinds to send, or "*" for all`)
+	}
+	for _, k := range kinds {
+		if k != AllKinds && !Kind(k).Valid() {
+			v.add("events", `has an unknown event "`+k+`": use "*" or any of `+strings.Join(kindNames(), ", "))
+			break
+		}
+	}
+	for _, a := range c.AppList() {
+		if !wire.ValidApp(a) {
+			v.add("apps", `has an invalid app "`+a+`": apps must match `+wire.NamePattern.String())
+			break
+		}
+	}
+	if c.Format != FormatJSON && c.Format != FormatSlack {
+		v.add("format", `must be "json" or "slack"`)
+	}
+	if strings.TrimSpace(reason) == "" {
+		v.add("reason", "is required: say why you make this change")
+	}
+	return v.err()
+}
+
+func kindNames() []string {
+	out := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		out[i] = string(k)
+	}
+	return out
+}
+
+// split reads a stored comma-separated list.
+func split(s string) []string {
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// join stores a list, trimmed and without duplicates, comma-separated.
+func join(list []string) string {
+	var out []string
+	for _, s := range list {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// fieldErrs collects the field errors of one request.
+type fieldErrs []*server.FieldError
+
+func (f *fieldErrs) add(field, msg string) {
+	*f = append(*f, &server.FieldError{Field: field, Msg: msg})
+}
+
+func (f fieldErrs) err() error {
+	if len(f) == 0 {
+		return nil
+	}
+	return &server.ValidationError{Fields: f}
+}
+
+// invalid is a validation error of one field.
+func invalid(field, msg string) error {
+	var f fieldErrs
+	f.add(field, msg)
+	return f.err()
+}

@@ -1,0 +1,342 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
+)
+
+// Config tunes deliveries; zero fields take the defaults.
+type Config struct {
+	// Namespace goes into every payload, so one receiver can serve several.
+	Namespace string
+	// Every is the delivery job's period (default 1s).
+	Every time.Duration
+	// Timeout bounds one request (default 5s): a receiver that never
+	// answers holds one of the job's slots this long, nothing more.
+	Timeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait between attempts (default
+	// 5s, doubling per attempt, up to 5m); RetryFor is how long a delivery
+	// is retried before it is given up as failed (default 1h).
+	MinBackoff, MaxBackoff, RetryFor time.Duration
+	// Concurrency bounds the requests in flight (default 8), PerChannel
+	// those to one channel (default 2): a channel that hangs cannot take
+	// every slot.
+	Concurrency, PerChannel int
+	// Retention is how long the delivery log and dispatched events are
+	// kept (default 30 days).
+	Retention time.Duration
+	Logger    *slog.Logger
+}
+
+func (c *Config) defaults() {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	set(&c.Every, time.Second)
+	set(&c.Timeout, 5*time.Second)
+	set(&c.MinBackoff, 5*time.Second)
+	set(&c.MaxBackoff, 5*time.Minute)
+	set(&c.RetryFor, time.Hour)
+	set(&c.Retention, 30*24*time.Hour)
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.PerChannel <= 0 {
+		c.PerChannel = 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (c *Config) retry() retryPolicy {
+	return retryPolicy{Min: c.MinBackoff, Max: c.MaxBackoff, For: c.RetryFor}
+}
+
+// lease is how long past its start an attempt counts as under way: a
+// console that dies mid-request leaves its delivery "sending", and the
+// next leader retries it once the lease has passed.
+func (c *Config) lease() time.Duration { return c.Timeout + 10*time.Second }
+
+// Service manages the notification channels (admins only, every change
+// audited) and their delivery log, and makes the delivery job.
+type Service struct {
+	svc    *server.Service
+	db     *gorm.DB
+	cfg    Config
+	client *http.Client
+}
+
+// New returns the channels service on svc's database.
+func New(svc *server.Service, cfg Config) *Service {
+	cfg.defaults()
+	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: newClient()}
+}
+
+func mayManage(a server.Actor) error {
+	if a.Role != server.RoleAdmin {
+		return fmt.Errorf("%w: only admins manage notification channels", server.ErrForbidden)
+	}
+	return nil
+}
+
+// ListChannels returns every channel by name.
+func (s *Service) ListChannels(ctx context.Context) ([]Channel, error) {
+	var out []Channel
+	if err := s.db.WithContext(ctx).Order("name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// GetChannel returns one channel.
+func (s *Service) GetChannel(ctx context.Context, name string) (*Channel, error) {
+	return loadChannel(s.db.WithContext(ctx), name)
+}
+
+func loadChannel(tx *gorm.DB, name string) (*Channel, error) {
+	var ch Channel
+	err := tx.Where("name = ?", name).Take(&ch).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return nil, fmt.Errorf("%w: channel %s", server.ErrNotFound, name)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	}
+	return &ch, nil
+}
+
+// stamp sets the bookkeeping of a channel written by a at version v.
+func stamp(ch *Channel, a server.Actor, reason string, v int64, now time.Time) {
+	ch.Version, ch.Reason, ch.UpdatedBy, ch.UpdatedAt = v, strings.TrimSpace(reason), a.Name, now
+}
+
+// CreateChannel adds a channel (admins only). Every field is checked
+// before anything is written; the error names each bad one.
+func (s *Service) CreateChannel(ctx context.Context, a server.Actor, in ChannelInput) (*Channel, error) {
+	if err := mayManage(a); err != nil {
+		return nil, err
+	}
+	now := s.svc.Now()
+	ch := &Channel{
+		Name: strings.TrimSpace(in.Name), URL: strings.TrimSpace(in.URL), Secret: in.Secret, SecretSetAt: now,
+		Events: join(in.Events), Apps: join(in.Apps), Format: strings.TrimSpace(in.Format),
+	}
+	if ch.Format == "" {
+		ch.Format = FormatJSON
+	}
+	if err := ch.validate(in.Reason); err != nil {
+		return nil, err
+	}
+	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelCreate, Reason: in.Reason,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			stamp(ch, a, in.Reason, 1, now)
+			ch.CreatedAt = now
+			if err := tx.Create(ch).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return ch.Target(), nil, ch.auditView(), nil
+		}})
+	if errors.Is(err, server.ErrAlreadyExists) {
+		return nil, &server.ExistsError{Field: "name", Name: ch.Name}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+// UpdateChannel changes a channel (admins only), guarded by its version.
+func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string, p ChannelPatch) (*Channel, error) {
+	if err := mayManage(a); err != nil {
+		return nil, err
+	}
+	var out *Channel
+	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelUpdate, Reason: p.Reason,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadChannel(tx, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			now := s.svc.Now()
+			next := *cur
+			p.apply(&next, now)
+			if err := next.validate(p.Reason); err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(p.Version, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			stamp(&next, a, p.Reason, cur.Version+1, now)
+			res := tx.Model(&Channel{}).Where("id = ? AND version = ?", cur.ID, cur.Version).
+				Select("*").Omit("id", "created_at").Updates(&next)
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			}
+			out = &next
+			return next.Target(), cur.auditView(), next.auditView(), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteChannel removes a channel and its delivery log (admins only).
+// Deliveries under way finish against nothing.
+func (s *Service) DeleteChannel(ctx context.Context, a server.Actor, name string, c server.Change) error {
+	if err := mayManage(a); err != nil {
+		return err
+	}
+	return s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelDelete, Reason: c.Reason,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadChannel(tx, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(c.Version, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			// Explicitly: SQLite does not enforce the foreign key's cascade.
+			if err := tx.Where("channel_id = ?", cur.ID).Delete(&delivery{}).Error; err != nil {
+				return "", nil, nil, err
+			}
+			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Channel{})
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			}
+			return cur.Target(), cur.auditView(), nil, nil
+		}})
+}
+
+func checkVersion(expected *int64, current int64) error {
+	if expected != nil && *expected != current {
+		return fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *expected, current)
+	}
+	return nil
+}
+
+// DeliveryView is one entry of the delivery log.
+type DeliveryView struct {
+	ID            int64      `json:"id"`
+	Channel       string     `json:"channel"`
+	EventKey      string     `json:"event_key"`
+	Kind          string     `json:"kind"`
+	Title         string     `json:"title"`
+	Target        string     `json:"target,omitempty"`
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	ResponseCode  int        `json:"response_code,omitempty"`
+	Error         string     `json:"error,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+}
+
+// DeliveryFilter selects entries of the delivery log.
+type DeliveryFilter struct {
+	Channel  string // a channel's name; "" every channel
+	Status   string // one of the Status constants; "" every status
+	BeforeID int64  // paging: entries older than this id
+	Limit    int    // default 50, at most 500
+}
+
+// Statuses lists the delivery states.
+var Statuses = []string{StatusPending, StatusSending, StatusDelivered, StatusFailed}
+
+// Deliveries returns the newest entries of the delivery log that match f.
+func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryView, error) {
+	q := s.db.WithContext(ctx).Table("deliveries AS d").
+		Select("d.id, c.name AS channel, n.event_key, n.kind, n.title, n.target, d.status, d.attempts, d.response_code, d.error, d.created_at, d.last_attempt_at, d.next_attempt_at, d.finished_at").
+		Joins("JOIN channels c ON c.id = d.channel_id").Joins("JOIN notifications n ON n.id = d.notification_id")
+	if f.Channel != "" {
+		q = q.Where("c.name = ?", f.Channel)
+	}
+	if f.Status != "" {
+		q = q.Where("d.status = ?", f.Status)
+	}
+	if f.BeforeID > 0 {
+		q = q.Where("d.id < ?", f.BeforeID)
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	var out []DeliveryView
+	if err := q.Order("d.id DESC").Limit(min(limit, 500)).Scan(&out).Error; err != nil {
+		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	}
+	for i := range out {
+		d := &out[i]
+		d.CreatedAt = d.CreatedAt.UTC()
+		for _, t := range []**time.Time{&d.LastAttemptAt, &d.NextAttemptAt, &d.FinishedAt} {
+			if *t != nil {
+				u := (*t).UTC()
+				*t = &u
+			}
+		}
+	}
+	return out, nil
+}
+
+// SendTest sends a channel.test event to channel name now, from this
+// console, once (no retries), and returns its entry in the delivery log:
+// what an admin needs to know whether the receiver accepts our requests.
+func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (DeliveryView, error) {
+	if err := mayManage(a); err != nil {
+		return DeliveryView{}, err
+	}
+	ch, err := s.GetChannel(ctx, name)
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	now := s.svc.Now()
+	at := attempt{ch: *ch, ev: row{
+		EventKey: "channel/" + ch.Name + "/test@" + strconv.FormatInt(now.UnixNano(), 10), Kind: string(ChannelTest),
+		Title: "Test from Switchyard: channel " + ch.Name + " works",
+		Body:  "Sent by " + a.Name + " with the channel's secret; a receiver that verified the signature accepts the events it subscribes to.",
+		Data:  `{"channel":"` + ch.Name + `"}`, CreatedAt: now, DispatchedAt: &now,
+	}}
+	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&at.ev).Error; err != nil {
+			return err
+		}
+		lease := now.Add(s.cfg.lease())
+		at.d = delivery{NotificationID: at.ev.ID, ChannelID: ch.ID, Status: StatusSending, Attempts: 1,
+			LastAttemptAt: &now, NextAttemptAt: &lease, CreatedAt: now}
+		return tx.Create(&at.d).Error
+	})
+	if err != nil {
+		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	}
+	res := s.send(ctx, at)
+	// A test is tried once: the admin sees the answer now.
+	if err := finish(s.db.WithContext(ctx), at, res, s.svc.Now(), retryPolicy{}); err != nil {
+		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	}
+	list, err := s.Deliveries(ctx, DeliveryFilter{BeforeID: at.d.ID + 1, Limit: 1})
+	if err != nil || len(list) == 0 || list[0].ID != at.d.ID {
+		return DeliveryView{}, fmt.Errorf("%w: the test delivery is not in the log", server.ErrUnavailable)
+	}
+	return list[0], nil
+}
