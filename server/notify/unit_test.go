@@ -120,7 +120,7 @@ func TestRedactURL(t *testing.T) {
 		"https://hooks.slack.com/services/T0/B0/XXXX": "https://hooks.slack.com/…",
 		"http://10.0.0.7:9000":                        "http://10.0.0.7:9000",
 		"https://alerts.example.com/hook?token=abc":   "https://alerts.example.com/…",
-		"::nope":                                      "…",
+		"::nope": "…",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
