@@ -100,13 +100,29 @@ func Open(tx *gorm.DB, s Spec, now time.Time) (bool, error) {
 }
 
 // Resolve resolves the open finding of kind on target inside tx, saying
-// why (the cause went away: "renewed by olga", "drill passed"). It
+// why (the cause went away: "renewed by olga", "drill passed"), and
+// enqueues a finding.resolved notification in the same transaction. It
 // reports whether a finding was open.
 func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, error) {
 	now = now.UTC()
-	res := tx.Model(&Finding{}).Where("kind = ? AND target = ? AND resolved_at IS NULL", kind, target).
+	var cur Finding
+	err := tx.Where("kind = ? AND target = ? AND resolved_at IS NULL", kind, target).Take(&cur).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	res := tx.Model(&Finding{}).Where("id = ? AND resolved_at IS NULL", cur.ID).
 		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now})
-	return res.RowsAffected > 0, res.Error
+	if res.Error != nil || res.RowsAffected == 0 {
+		return false, res.Error
+	}
+	return true, notify.Enqueue(tx, notify.Event{
+		Key: fmt.Sprintf("finding/%d/resolved", cur.ID), Kind: notify.FindingResolved, App: cur.App, Target: cur.Target,
+		Title: "Resolved: " + cur.Summary, Body: why, At: now,
+		Data: map[string]any{"finding": cur.ID, "kind": cur.Kind, "severity": cur.Severity, "since": cur.Since.UTC(), "resolution": why},
+	})
 }
 
 // Filter selects findings for List.
