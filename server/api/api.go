@@ -19,7 +19,9 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/notify"
 )
 
 // Config wires the API to its dependencies.
@@ -40,11 +42,24 @@ type Config struct {
 // Domains are the services of the job domains (staged rollouts,
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of handlers here and registers its routes in registerDomains.
-type Domains struct{}
+type Domains struct {
+	// Expiry renews switches and lists the findings (expiry.go).
+	Expiry *expiry.Service
+	// Channels are the notification channels and their delivery log
+	// (channels.go).
+	Channels *notify.Service
+}
 
 // registerDomains mounts each job domain's routes: apps is
 // /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
-func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {}
+func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
+	if d.Expiry != nil {
+		registerExpiry(apps, v1, d.Expiry)
+	}
+	if d.Channels != nil {
+		registerChannels(v1, d.Channels)
+	}
+}
 
 type handler struct {
 	svc   *server.Service

@@ -51,6 +51,15 @@ type Config struct {
 	PrometheusURL     string
 	PrometheusTimeout time.Duration
 	PrometheusToken   string
+	// Expiry: how often the expiry and findings jobs look (--expiry-interval),
+	// how long before its expiry a switch is reminded of
+	// (--expiry-remind-before; at most half its max_on; 0: no reminders),
+	// and how long an expired switch of policy remind may stay unconfirmed
+	// before the escalation (--expiry-escalate-after; 0: none), each with
+	// its SWITCHYARD_EXPIRY_* twin.
+	ExpiryInterval      time.Duration
+	ExpiryRemindBefore  time.Duration
+	ExpiryEscalateAfter time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -67,6 +76,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   10 * time.Second,
 		ElectionTTL:       time.Second,
 		PrometheusTimeout: signal.DefaultPrometheusTimeout,
+
+		ExpiryInterval:      10 * time.Second,
+		ExpiryRemindBefore:  24 * time.Hour,
+		ExpiryEscalateAfter: 4 * time.Hour,
 	}
 }
 
@@ -99,6 +112,9 @@ func (c *Config) settings() []setting {
 		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL)},
 		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout)},
 		{"", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken)},
+		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval)},
+		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore)},
+		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 	}
 }
 
@@ -216,6 +232,15 @@ func (c *Config) Validate() error {
 		if err := c.prometheus().Validate(); err != nil {
 			bad("prometheus-url", "%v", err)
 		}
+	}
+	if c.ExpiryInterval < 100*time.Millisecond || c.ExpiryInterval > 10*time.Minute {
+		bad("expiry-interval", "must be between 100ms and 10m")
+	}
+	if c.ExpiryRemindBefore < 0 || c.ExpiryRemindBefore > 30*24*time.Hour {
+		bad("expiry-remind-before", "must be between 0 and 720h")
+	}
+	if c.ExpiryEscalateAfter < 0 || c.ExpiryEscalateAfter > 30*24*time.Hour {
+		bad("expiry-escalate-after", "must be between 0 and 720h")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -2,6 +2,9 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/expiry"
+	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/notify"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
 
@@ -15,5 +18,23 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		ad api.Domains
 		wd webui.Domains
 	)
+
+	// Expiry, findings and notification channels.
+	exp := expiry.New(c.Service, expiry.Config{
+		Every: c.Config.ExpiryInterval, RemindBefore: c.Config.ExpiryRemindBefore, EscalateAfter: c.Config.ExpiryEscalateAfter,
+	})
+	c.Service.OnPersonChange(exp.OnPersonChange)
+	c.Scheduler.Add(exp.Job())
+	// never_drilled waits for the drills domain: at merge, set LastPassed
+	// to its (*drill.Service).LastPassed. Until then it is not judged.
+	var lastPassed finding.LastPassedFunc
+	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
+		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: lastPassed, Logger: c.log,
+	}))
+	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Logger: c.log})
+	c.Scheduler.Add(channels.Job())
+	ad.Expiry, ad.Channels = exp, channels
+	wd.Expiry, wd.Channels = exp, channels
+
 	return ad, wd, nil
 }

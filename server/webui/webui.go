@@ -22,7 +22,9 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/notify"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -61,12 +63,25 @@ type Deps struct {
 // Domains are the services of the job domains (staged rollouts,
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of pages here, which registerDomains mounts.
-type Domains struct{}
+type Domains struct {
+	// Expiry: the switch page's expiry banner and renew form, the
+	// Overview's findings, the Findings page (expiry.go).
+	Expiry *expiry.Service
+	// Channels: the notification channels page (channels.go).
+	Channels *notify.Service
+}
 
 // registerDomains mounts each job domain's pages on in (signed in, CSRF
 // checked) and registers its sections of the switch page and the Overview
 // (sections.go).
-func (h *handler) registerDomains(in *gin.RouterGroup) {}
+func (h *handler) registerDomains(in *gin.RouterGroup) {
+	if h.domains.Expiry != nil {
+		h.registerExpiry(in, h.domains.Expiry)
+	}
+	if h.domains.Channels != nil {
+		h.registerChannels(in, h.domains.Channels)
+	}
+}
 
 // UI is the web console.
 type UI struct{ h *handler }
@@ -117,6 +132,10 @@ type handler struct {
 	hub        *hub
 	signIn     *signInThrottle
 	log        *slog.Logger
+
+	// findingCounts counts the open findings for the navigation bar (nil:
+	// no count).
+	findingCounts func(*gin.Context) *FindingCounts
 }
 
 func (h *handler) routes(r *gin.Engine) {
@@ -190,6 +209,8 @@ type page struct {
 	Errors map[string]string // field errors of that form
 	Error  string            // the form's error that names no field
 	Values url.Values        // what was submitted, to refill the form
+	// Findings are the open findings, counted for the navigation bar.
+	Findings *FindingCounts
 }
 
 // Err returns the error of field in form, if that form failed. A field
@@ -393,6 +414,9 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 	}
 	if p.Apps == nil && p.User != nil {
 		p.Apps = h.apps(c)
+	}
+	if p.User != nil && h.findingCounts != nil {
+		p.Findings = h.findingCounts(c)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
