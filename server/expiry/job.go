@@ -207,7 +207,7 @@ func (s *Service) act(jt *server.JobTx, sw *server.Switch, next *State, act Acti
 		return ev(notify.ExpiryEscalation, "escalation", title)
 	case act.TurnOff:
 		a := server.JobActor(audit.ActorExpiry, "expiry/"+sw.App+"/"+sw.Name)
-		reason := fmt.Sprintf("on past its expiry (%s, max_on %s, policy auto_off)", m.exp, sw.MaxOn)
+		reason := fmt.Sprintf("on past its expiry at %s (max_on %s, policy auto_off)", m.exp, sw.MaxOn)
 		version := sw.Version
 		if _, err := jt.TurnOff(a, sw.App, sw.Name, server.Toggle{Reason: reason, Version: &version}); err != nil {
 			return err
