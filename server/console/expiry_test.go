@@ -33,7 +33,7 @@ import (
 // offset the test sets, so time still flows (the SDK's clocks are real).
 type offsetClock struct{ off atomic.Int64 }
 
-func (c *offsetClock) now() time.Time       { return time.Now().Add(time.Duration(c.off.Load())) }
+func (c *offsetClock) now() time.Time      { return time.Now().Add(time.Duration(c.off.Load())) }
 func (c *offsetClock) set(d time.Duration) { c.off.Store(int64(d)) }
 
 // fastExpiry makes the expiry and findings jobs look every 100 ms.
