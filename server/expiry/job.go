@@ -63,18 +63,18 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	if err := db.Find(&rows).Error; err != nil {
 		return err
 	}
+	// A quick look outside any transaction: most switches in the window,
+	// and most with progress, need nothing this step. A switch with
+	// progress that is not in the window (renewed, off, deleted) does.
 	type key struct{ app, name string }
 	seen := map[key]bool{}
 	var keys []key
 	for _, sw := range due {
 		k := key{sw.App, sw.Name}
-		if st := stateOf(rows, sw.App, sw.Name); st == nil {
-			// A quick look: most switches in the window need nothing.
-			if _, act := Decide(view(&sw), nil, now, j.s.cfg); act.None() {
-				continue
-			}
+		seen[k] = true
+		if _, act := Decide(view(&sw), stateOf(rows, sw.App, sw.Name), now, j.s.cfg); !act.None() {
+			keys = append(keys, k)
 		}
-		seen[k], keys = true, append(keys, k)
 	}
 	for _, r := range rows {
 		if k := (key{r.App, r.Name}); !seen[k] {

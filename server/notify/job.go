@@ -73,6 +73,11 @@ const dispatchBatch = 200
 
 // dispatch makes the deliveries of the events not yet dispatched.
 func (j *Job) dispatch(ctx context.Context, t server.Term, now time.Time) error {
+	// A plain read first: most steps find nothing, and need no transaction.
+	var waiting []int64
+	if err := j.s.db.WithContext(ctx).Model(&row{}).Where("dispatched_at IS NULL").Limit(1).Pluck("id", &waiting).Error; err != nil || len(waiting) == 0 {
+		return err
+	}
 	for range 10 {
 		var n int
 		_, err := j.s.svc.InTerm(ctx, t, func(jt *server.JobTx) error {
