@@ -73,6 +73,7 @@ type Status struct {
 	OnFor     string // "30 days"
 	ExpiresAt *time.Time
 	Left      string // "3h 5m" until the expiry, when not yet expired
+	Overdue   string // "2d 4h" since the expiry, when expired
 	Policy    string
 	MaxOn     string
 	// Expired: on past its expiry; Soon: within its reminder lead.
@@ -107,6 +108,7 @@ func (s *Service) StatusOf(ctx context.Context, sw *server.Switch) (*Status, err
 		st.Expired = !now.Before(*st.ExpiresAt)
 		st.Soon = !st.Expired && s.cfg.RemindBefore > 0 && !now.Before(st.ExpiresAt.Add(-RemindLead(d, s.cfg)))
 		st.Left = OnFor(max(st.ExpiresAt.Sub(now), 0))
+		st.Overdue = OnFor(max(now.Sub(*st.ExpiresAt), 0))
 	}
 	list, err := finding.List(s.svc.DB().WithContext(ctx), finding.Filter{Target: sw.Target(), Open: true})
 	if err != nil {
