@@ -14,7 +14,6 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
-	"github.com/switchyard-io/switchyard/server"
 )
 
 // instances lists the SDK instances of an app (or of every app).
@@ -86,9 +85,9 @@ func (h *handler) auditPage(c *gin.Context) {
 		p.Error = "Fix the filters marked below."
 		f = audit.Filter{Limit: 50}
 	}
-	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), f)
+	events, next, err := h.svc.ListAudit(c.Request.Context(), f)
 	if err != nil {
-		h.fail(c, "audit", p, "page", server.ErrUnavailable)
+		h.fail(c, "audit", p, "page", err)
 		return
 	}
 	res, verr := h.verify.get(c.Request.Context(), h.svc.DB())
@@ -124,7 +123,7 @@ func (h *handler) auditExport(c *gin.Context) {
 	c.Header("Content-Type", ctype)
 	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="switchyard-audit-%s.%s"`, time.Now().UTC().Format("20060102-150405"), format))
 	c.Status(http.StatusOK)
-	if err := audit.Export(c.Request.Context(), h.svc.DB(), c.Writer, format, f); err != nil {
+	if err := h.svc.ExportAudit(c.Request.Context(), c.Writer, format, f); err != nil {
 		h.log.Error("webui: audit export", "err", err)
 	}
 }

@@ -126,9 +126,9 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 		h.fail(c, "switch", p, form, ferr)
 		return
 	}
-	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
+	events, next, err := h.svc.ListAudit(c.Request.Context(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
 	if err != nil {
-		h.fail(c, "switch", p, "page", server.ErrUnavailable)
+		h.fail(c, "switch", p, "page", err)
 		return
 	}
 	fallback := ""
