@@ -59,8 +59,7 @@ type SwitchFleet struct {
 
 // Switch returns the fleet's view of sw; spark adds its sparkline.
 func (f *fleetView) Switch(sw *server.Switch, spark bool) SwitchFleet {
-	v := f.m.Switch(sw.App, sw.Name)
-	v.Instances = nil // pages link to the instances instead
+	v := f.m.Summary(sw.App, sw.Name) // pages link to the instances instead
 	out := SwitchFleet{Known: !f.OutOfSync, Published: v.Value != nil && v.Value.Version >= sw.Version, V: v}
 	if spark {
 		s := sparkline(f.m.History(sw.App, sw.Name, f.now.Add(-sparkSpan)), f.now.Add(-sparkSpan), f.now)
