@@ -96,7 +96,7 @@ func New(d Deps, o Options) *UI {
 	}
 	db := d.Service.DB()
 	h := &handler{
-		svc: d.Service, fleet: d.Fleet, etcd: d.Etcd, ns: d.Namespace, pages: parseTemplates(), log: d.Logger,
+		svc: d.Service, fleet: d.Fleet, pages: parseTemplates(), log: d.Logger,
 		sessions: &sessions{db: db, svc: d.Service, ttl: o.SessionTTL, idle: o.IdleTimeout},
 		hub:      newHub(d.Etcd, db, d.Namespace),
 		signIn:   newSignInThrottle(o.Clock),
@@ -124,8 +124,6 @@ type handler struct {
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
 	domains    Domains
-	etcd       *clientv3.Client
-	ns         string
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -164,6 +162,7 @@ func (h *handler) routes(r *gin.Engine) {
 	sw.POST("/rollback", h.rollback)
 	sw.POST("/delete", h.deleteSwitch)
 	in.GET("/apps/:app/instances", h.instances)
+	in.GET("/apps/:app/instances/:id", h.instance)
 	in.GET("/instances", h.instances)
 	in.GET("/limits", h.limitList)
 	in.GET("/limits/edit", h.limitPage)
@@ -209,6 +208,9 @@ type page struct {
 	Errors map[string]string // field errors of that form
 	Error  string            // the form's error that names no field
 	Values url.Values        // what was submitted, to refill the form
+	// Fleet marks a page that shows fleet data: it follows the stream's
+	// "fleet" events as well as its "change" events.
+	Fleet bool
 	// Findings are the open findings, counted for the navigation bar.
 	Findings *FindingCounts
 }
@@ -288,6 +290,7 @@ var funcs = template.FuncMap{
 		return tm.UTC().Format(stampLayout)
 	},
 	"pct":          percent,
+	"rate":         rate,
 	"defaultMaxOn": func() string { return shortDuration(server.DefaultMaxOn) },
 	"levelName":    func(l wire.Level) string { return l.Label() },
 	"dangerous":    server.NeedsConfirmation,
