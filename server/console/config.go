@@ -60,6 +60,10 @@ type Config struct {
 	ExpiryInterval      time.Duration
 	ExpiryRemindBefore  time.Duration
 	ExpiryEscalateAfter time.Duration
+	// NotifyTimeout bounds one webhook delivery (--notify-timeout /
+	// SWITCHYARD_NOTIFY_TIMEOUT): a receiver that never answers holds one
+	// of the delivery job's slots this long.
+	NotifyTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -80,6 +84,7 @@ func DefaultConfig() Config {
 		ExpiryInterval:      10 * time.Second,
 		ExpiryRemindBefore:  24 * time.Hour,
 		ExpiryEscalateAfter: 4 * time.Hour,
+		NotifyTimeout:       5 * time.Second,
 	}
 }
 
@@ -115,6 +120,7 @@ func (c *Config) settings() []setting {
 		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval)},
 		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore)},
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
+		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
 	}
 }
 
@@ -241,6 +247,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ExpiryEscalateAfter < 0 || c.ExpiryEscalateAfter > 30*24*time.Hour {
 		bad("expiry-escalate-after", "must be between 0 and 720h")
+	}
+	if c.NotifyTimeout < time.Second || c.NotifyTimeout > time.Minute {
+		bad("notify-timeout", "must be between 1s and 1m")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

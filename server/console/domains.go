@@ -31,7 +31,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
 		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: lastPassed, Logger: c.log,
 	}))
-	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Logger: c.log})
+	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log})
 	c.Scheduler.Add(channels.Job())
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels

@@ -294,36 +294,46 @@ func TestExpiryRemind(t *testing.T) {
 func TestDeliveryRetriesAndHangs(t *testing.T) {
 	e := newEnv(t)
 	clock := &offsetClock{}
-	c := e.startWith([]console.Option{console.WithClock(clock.now)}, fastExpiry)
+	// The hanging request stays open for the whole test.
+	c := e.startWith([]console.Option{console.WithClock(clock.now)}, fastExpiry, func(cfg *console.Config) { cfg.NotifyTimeout = time.Minute })
 	waitLeader(t, c)
 	flaky := newHook(t, clock.now, 2)
 	hole := blackHole(t)
 	addChannel(t, c, "flaky", flaky.srv.URL, string(notify.ExpiryTurnedOff))
 	addChannel(t, c, "hole", "http://"+hole.addr, string(notify.ExpiryTurnedOff))
 	switchOn(t, c, "first", "1h", server.ExpiryAutoOff)
-	switchOn(t, c, "second", "61m", server.ExpiryAutoOff)
+	switchOn(t, c, "second", "90m", server.ExpiryAutoOff)
 
 	clock.set(time.Hour + time.Second)
 	eventually(t, 10*time.Second, "first is turned off", func() bool { return switchState(t, c, "first") == "off" })
 	eventually(t, 10*time.Second, "the hanging receiver holds a request", func() bool { return hole.open() >= 1 })
 	held := time.Now()
 
-	clock.set(time.Hour + time.Minute + time.Second)
+	// Retries: each backoff (5s doubling) passes when the clock moves.
+	for i := 1; i <= 10 && len(flaky.accepted("expiry.turned_off")) < 1; i++ {
+		before := len(flaky.requests())
+		clock.set(time.Hour + time.Duration(i)*time.Minute)
+		eventually(t, 10*time.Second, "the next attempt", func() bool {
+			return len(flaky.requests()) > before || len(flaky.accepted("expiry.turned_off")) >= 1
+		})
+	}
+
+	// Meanwhile the hanging request is still open: the expiry job acts on
+	// the next switch at its usual pace.
+	clock.set(90*time.Minute + time.Second)
 	moved := time.Now()
 	eventually(t, 10*time.Second, "second is turned off", func() bool { return switchState(t, c, "second") == "off" })
 	second := time.Since(moved)
-	if hole.open() < 1 {
-		t.Fatal("the hanging request ended before the second expiry: the measurement says nothing")
-	}
 	heldFor := time.Since(held)
+	if hole.accepted.Load() != 1 || hole.open() != 1 {
+		t.Fatalf("the hanging request ended (%d accepted, %d open): the measurement says nothing", hole.accepted.Load(), hole.open())
+	}
 	if second > 2*time.Second {
 		t.Fatalf("the expiry job took %v to turn the second switch off while a receiver hung", second)
 	}
-
-	// Retries: each backoff (5s doubling) passes when the clock moves.
 	for i := 1; i <= 10 && len(flaky.accepted("expiry.turned_off")) < 2; i++ {
 		before := len(flaky.requests())
-		clock.set(time.Hour + time.Duration(i+1)*time.Minute)
+		clock.set(90*time.Minute + time.Duration(i)*time.Minute)
 		eventually(t, 10*time.Second, "the next attempt", func() bool {
 			return len(flaky.requests()) > before || len(flaky.accepted("expiry.turned_off")) >= 2
 		})
@@ -350,7 +360,10 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 		}
 		return len(list) == 2
 	})
-	t.Logf("a receiver had hung for %v (request still open) when the expiry job turned the next switch off %v after its expiry; the flaky receiver got %d events as attempts 1,2,3 and accepted each once",
+	if d := mustStatus(t, call(t, c, "GET", "/api/v1/deliveries?channel=hole", adminToken, ""), 200); !strings.Contains(d.Raw, `"status":"sending"`) {
+		t.Fatalf("the hanging delivery: %s", d.Raw)
+	}
+	t.Logf("a receiver had hung for %v (its one request still open) when the expiry job turned the next switch off %v after its expiry; the flaky receiver got %d events as attempts 1,2,3 and accepted each once",
 		heldFor.Round(time.Millisecond), second.Round(time.Millisecond), len(attempts))
 }
 
