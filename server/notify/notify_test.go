@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -452,6 +453,16 @@ func TestSendTest(t *testing.T) {
 	job.Wait()
 	if len(ok.requests()) != 1 || len(bad.requests()) != 1 {
 		t.Fatalf("a test was sent again: ok %d, bad %d", len(ok.requests()), len(bad.requests()))
+	}
+	// The audit log, which viewers read, has neither the secret nor the
+	// URL's path (Slack's carry a token).
+	f.channel(t, "slack", "https://hooks.slack.com/services/T0/B0/TOKEN123", notify.AllKinds)
+	evs, _, err := f.svc.ListAudit(ctx, audit.Filter{Target: "channel/slack"})
+	if err != nil || len(evs) != 1 || evs[0].Action != audit.ChannelCreate {
+		t.Fatalf("audit of the channel: %+v %v", evs, err)
+	}
+	if strings.Contains(evs[0].After, "TOKEN123") || strings.Contains(evs[0].After, secret) || !strings.Contains(evs[0].After, `"url":"https://hooks.slack.com/…"`) {
+		t.Fatalf("the audit event shows too much: %s", evs[0].After)
 	}
 	viewer := server.Actor{Name: "v", Kind: audit.ActorToken, Role: server.RoleViewer}
 	if _, err := svc.SendTest(ctx, viewer, "ok"); !errors.Is(err, server.ErrForbidden) {

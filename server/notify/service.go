@@ -330,11 +330,15 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (De
 		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 	}
 	res := s.send(ctx, at)
-	// A test is tried once: the admin sees the answer now.
-	if err := finish(s.db.WithContext(ctx), at, res, s.svc.Now(), retryPolicy{}); err != nil {
+	// A test is tried once: the admin sees the answer now. Its outcome is
+	// recorded even if the admin went away meanwhile, or the leader would
+	// send it again once its lease passed.
+	rec, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := finish(s.db.WithContext(rec), at, res, s.svc.Now(), retryPolicy{}); err != nil {
 		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 	}
-	list, err := s.Deliveries(ctx, DeliveryFilter{BeforeID: at.d.ID + 1, Limit: 1})
+	list, err := s.Deliveries(rec, DeliveryFilter{BeforeID: at.d.ID + 1, Limit: 1})
 	if err != nil || len(list) == 0 || list[0].ID != at.d.ID {
 		return DeliveryView{}, fmt.Errorf("%w: the test delivery is not in the log", server.ErrUnavailable)
 	}
