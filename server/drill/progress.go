@@ -419,7 +419,7 @@ func judgeRecovery(p *Progress) Verdict {
 			details = append(details, id+": did not report the revert")
 		case ev.StoppedAfterMS == nil:
 			bad = append(bad, id)
-			details = append(details, fmt.Sprintf("%s: back after %d ms, but its degraded counter kept rising (%d)", id, *ev.BackAfterMS, ev.Degraded))
+			details = append(details, fmt.Sprintf("%s: back after %d ms, but no later report showed its degraded counter flat (at %d, %d at the revert)", id, *ev.BackAfterMS, ev.Degraded, ev.AtRevert))
 		default:
 			details = append(details, fmt.Sprintf("%s: back after %d ms, counter stopped at %d", id, *ev.BackAfterMS, ev.Degraded))
 		}

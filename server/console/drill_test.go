@@ -1,0 +1,290 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/drill"
+)
+
+// The kinds of probe target a drill test runs: services that embed the SDK
+// and serve GET /recommendations, degraded by switch "recommend".
+const (
+	svcCorrect   = "correct"   // fallback {"items":[],"source":"fallback"}: the same shape as the live answer
+	svcDropField = "dropfield" // fallback {"items":[]}: drops the required /source
+	svcSlow      = "slow"      // the degraded path sleeps 50 ms (a fallback that queries a database)
+	svcCached    = "cached"    // reads the switch once at start and caches it: never degrades
+)
+
+// drillTarget is one app of SDK instances, each behind its own HTTP
+// server, with traffic on every instance until the test ends.
+type drillTarget struct {
+	app     string
+	clients []*sdk.Client
+	urls    []string
+}
+
+// startDrillTarget starts n instances of app of the given kind on the
+// env's etcd, reporting every second, and sends each a request every 20 ms.
+func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarget {
+	t.Helper()
+	dt := &drillTarget{app: app}
+	for i := range n {
+		c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{e.etcd.Endpoint}, Namespace: "default", App: app,
+			InstanceID: fmt.Sprintf("%s-%d", app, i), ReportInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		h := c.Switch("recommend")
+		cachedOn := h.On(context.Background())
+		serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			degraded := sdk.DegradedLevel(r.Context()) != ""
+			if kind == svcCached {
+				degraded = cachedOn
+			}
+			w.Header().Set("Content-Type", "application/json")
+			switch {
+			case !degraded:
+				_, _ = io.WriteString(w, `{"items":[{"id":"a1","title":"Lamp"}],"source":"live"}`)
+			case kind == svcDropField:
+				_, _ = io.WriteString(w, `{"items":[]}`)
+			case kind == svcSlow:
+				time.Sleep(50 * time.Millisecond)
+				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
+			default:
+				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
+			}
+		})
+		var opts sdk.MiddlewareOptions
+		if kind != svcCached {
+			opts.Switches = []*sdk.Handle{h}
+		}
+		srv := httptest.NewServer(c.Middleware(opts)(serve))
+		t.Cleanup(srv.Close)
+		dt.clients, dt.urls = append(dt.clients, c), append(dt.urls, srv.URL+"/recommendations")
+	}
+	for _, c := range dt.clients {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := c.WaitReady(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tick.C:
+				for _, u := range dt.urls {
+					if res, err := http.Get(u); err == nil {
+						_, _ = io.Copy(io.Discard, res.Body)
+						res.Body.Close()
+					}
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(quit); <-done }) })
+	return dt
+}
+
+// seedDrill creates switch recommend (L1) of app and drill "reco" on it
+// probing url, with extra JSON members for the drill.
+func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
+	t.Helper()
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
+		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
+	body := `{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"2s","recover_within":"30s",` +
+		`"probes":[{"url":"` + url + `","required_fields":["/items","/source"],"requests":20}],"reason":"monthly drill"` + extra + `}`
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills", adminToken, body), 201)
+}
+
+// waitInstances waits until the console's fleet model sees n instances of app.
+func waitInstances(t *testing.T, c *console.Console, app string, n int) {
+	t.Helper()
+	eventually(t, 15*time.Second, fmt.Sprintf("%d instances of %s", n, app), func() bool {
+		return c.Fleet.Synced() && len(c.Fleet.Instances(app)) == n
+	})
+}
+
+// runView fetches run n of drill reco of app.
+func runView(t *testing.T, c *console.Console, app string, n int) drill.RunView {
+	t.Helper()
+	r := mustStatus(t, call(t, c, "GET", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d", app, n), adminToken, ""), 200)
+	var out struct{ Run drill.RunView }
+	if err := json.Unmarshal([]byte(r.Raw), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out.Run
+}
+
+// waitRun waits until run n of app's drill has finished and returns it.
+func waitRun(t *testing.T, c *console.Console, app string, n int, within time.Duration) drill.RunView {
+	t.Helper()
+	var v drill.RunView
+	eventually(t, within, fmt.Sprintf("run %s #%d finishes", app, n), func() bool {
+		v = runView(t, c, app, n)
+		return v.FinishedAt != nil
+	})
+	return v
+}
+
+func logVerdicts(t *testing.T, v drill.RunView) {
+	t.Helper()
+	t.Logf("%s: %s", v.Cause, v.Summary)
+	if vs := v.Progress.Verdicts; vs != nil {
+		for name, x := range map[string]drill.Verdict{"takes_effect": vs.TakesEffect, "fallback_correct": vs.FallbackCorrect, "fast": vs.Fast, "recovers": vs.Recovers} {
+			t.Logf("  %s: %s — %s", name, x.Result, x.Summary)
+			for _, d := range x.Details {
+				t.Logf("      %s", d)
+			}
+		}
+	}
+}
+
+// TestDrillVerdicts: one drill of an L1 switch on four services, run at
+// once on four apps. The service whose fallback is correct passes all four
+// checks; the one whose fallback drops a required field fails "fallback
+// correct" with the offending body; the one whose degraded path sleeps
+// 50 ms fails "fast"; the one that caches the switch fails "takes effect"
+// naming its instances. No run changes the stored switch, every run is
+// audited as actor drill with its cause, the failures open drill_failed
+// findings and notify, the pass notifies.
+func TestDrillVerdicts(t *testing.T) {
+	e := newEnv(t)
+	e.log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	c := e.start()
+	waitLeader(t, c)
+	kinds := []string{svcCorrect, svcDropField, svcSlow, svcCached}
+	for _, k := range kinds {
+		app := "shop-" + k
+		dt := startDrillTarget(t, e, app, k, 2)
+		seedDrill(t, c, app, dt.urls[0], "")
+		waitInstances(t, c, app, 2)
+	}
+	for _, k := range kinds {
+		r := mustStatus(t, call(t, c, "POST", "/api/v1/apps/shop-"+k+"/drills/reco/runs", adminToken, `{"reason":"must-show drill"}`), 202)
+		if r.str("run", "phase") != drill.PhasePending || r.num("run", "number") != 1 {
+			t.Fatalf("run: %s", r.Raw)
+		}
+	}
+	runs := map[string]drill.RunView{}
+	for _, k := range kinds {
+		runs[k] = waitRun(t, c, "shop-"+k, 1, 60*time.Second)
+		logVerdicts(t, runs[k])
+		if runs[k].Progress.Verdicts == nil || len(runs[k].Progress.Degraded) == 0 {
+			t.Fatalf("%s: no verdicts (outcome %s: %s)", k, runs[k].Outcome, runs[k].Summary)
+		}
+	}
+
+	good := runs[svcCorrect]
+	if good.Outcome != drill.OutcomePassed {
+		t.Errorf("correct fallback: outcome %s (%s)", good.Outcome, good.Summary)
+	}
+	for _, ev := range good.Progress.Instances {
+		if ev.RoseAfterMS == nil || *ev.RoseAfterMS > 5000 {
+			t.Errorf("correct fallback: an instance did not rise within 5 s: %+v", ev)
+		}
+	}
+
+	df := runs[svcDropField]
+	if df.Outcome != drill.OutcomeFailed || df.Progress.Verdicts.FallbackCorrect.Result != drill.Fail ||
+		!strings.Contains(df.Progress.Verdicts.FallbackCorrect.Summary, "/source") {
+		t.Errorf("dropped field: %s / %+v", df.Outcome, df.Progress.Verdicts.FallbackCorrect)
+	}
+	if ff := df.Progress.Degraded[0].FirstFailure; ff == nil || ff.Body != `{"items":[]}` {
+		t.Errorf("dropped field: first failing body %+v", ff)
+	}
+	if df.Progress.Verdicts.TakesEffect.Result != drill.Pass || df.Progress.Verdicts.Fast.Result != drill.Pass {
+		t.Errorf("dropped field: other checks %+v", df.Progress.Verdicts)
+	}
+
+	slow := runs[svcSlow]
+	if slow.Outcome != drill.OutcomeFailed || slow.Progress.Verdicts.Fast.Result != drill.Fail ||
+		slow.Progress.Verdicts.FallbackCorrect.Result != drill.Pass {
+		t.Errorf("slow degraded path: %s %+v", slow.Outcome, slow.Progress.Verdicts)
+	}
+	if p99 := slow.Progress.Degraded[0].P99MS; p99 < 50 {
+		t.Errorf("slow degraded path: probe p99 %.1f ms", p99)
+	}
+
+	cached := runs[svcCached]
+	te := cached.Progress.Verdicts.TakesEffect
+	if cached.Outcome != drill.OutcomeFailed || te.Result != drill.Fail ||
+		!strings.Contains(te.Summary, "shop-cached-0") || !strings.Contains(te.Summary, "shop-cached-1") {
+		t.Errorf("cached switch: %s %+v", cached.Outcome, te)
+	}
+
+	for _, k := range kinds {
+		app := "shop-" + k
+		sw := mustStatus(t, call(t, c, "GET", "/api/v1/apps/"+app+"/switches/recommend", adminToken, ""), 200)
+		if sw.str("switch", "state") != "off" || sw.num("switch", "version") != 1 {
+			t.Errorf("%s: the run touched the stored switch: %s", app, sw.Raw)
+		}
+		if v := e.etcdValue("/switchyard/v1/default/overrides/" + app + "/recommend"); v != "" {
+			t.Errorf("%s: override left behind: %s", app, v)
+		}
+		evs, _, err := c.Service.ListAudit(context.Background(), audit.Filter{Target: "drill/" + app + "/reco"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[audit.Action]bool{}
+		for _, ev := range evs {
+			if ev.ActorKind == audit.ActorDrill {
+				seen[ev.Action] = true
+				if ev.Cause != "drill/"+app+"/reco#1" {
+					t.Errorf("%s: event %s cause %q", app, ev.Action, ev.Cause)
+				}
+			}
+		}
+		if !seen[audit.DrillStart] || !seen[audit.DrillFinish] {
+			t.Errorf("%s: drill events %v", app, seen)
+		}
+		var findings, failedNotes, passedNotes int64
+		c.DB.Table("findings").Where("kind = ? AND target = ? AND resolved_at IS NULL", "drill_failed", "drill/"+app+"/reco").Count(&findings)
+		c.DB.Table("notifications").Where("kind = ? AND app = ?", "drill.failed", app).Count(&failedNotes)
+		c.DB.Table("notifications").Where("kind = ? AND app = ?", "drill.passed", app).Count(&passedNotes)
+		want := int64(1)
+		if k == svcCorrect {
+			want = 0
+		}
+		if findings != want || failedNotes != want || passedNotes != 1-want {
+			t.Errorf("%s: %d open drill_failed findings, %d drill.failed and %d drill.passed notifications", app, findings, failedNotes, passedNotes)
+		}
+	}
+	md := mustStatus(t, call(t, c, "GET", "/api/v1/apps/shop-dropfield/drills/reco/runs/1/report.md", adminToken, ""), 200)
+	if !strings.Contains(md.Raw, "| fallback correct | fail |") || !strings.Contains(md.Raw, `{"items":[]}`) {
+		t.Errorf("markdown report:\n%s", md.Raw)
+	}
+	if cd := md.Header.Get("Content-Disposition"); !strings.Contains(cd, "shop-dropfield-reco-1.md") {
+		t.Errorf("markdown report disposition %q", cd)
+	}
+	js := mustStatus(t, call(t, c, "GET", "/api/v1/apps/shop-correct/drills/reco/runs/1/report.json", adminToken, ""), 200)
+	if js.str("outcome") != drill.OutcomePassed {
+		t.Errorf("json report: %s", js.Raw)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
