@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/drill"
 )
@@ -287,4 +290,121 @@ func TestDrillVerdicts(t *testing.T) {
 
 type testWriter struct{ t *testing.T }
 
-func (w testWriter) Write(b []byte) (int, error) { w.t.Log(strings.TrimSpace(string(b))); return len(b), nil }
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(b)))
+	return len(b), nil
+}
+
+// TestDrillLeaderKilled: the console running a drill (a child process) is
+// SIGKILLed while the override is on for five SDK clients. Every client
+// answers the switch off again within the override lease's TTL + 1 s —
+// with no console left (etcd expires the lease), or sooner when another
+// console takes over and removes it — and the new leader records the run
+// as interrupted; the override key is gone and the stored switch was never
+// touched.
+func TestDrillLeaderKilled(t *testing.T) {
+	t.Run("survivor takes over", func(t *testing.T) { drillLeaderKilled(t, true) })
+	t.Run("no console left", func(t *testing.T) { drillLeaderKilled(t, false) })
+}
+
+func drillLeaderKilled(t *testing.T, survivorRunning bool) {
+	e := newEnv(t)
+	dt := startDrillTarget(t, e, "shop-kill", svcCorrect, 5)
+	boot := e.start(func(c *console.Config) { c.ConsoleID = "boot" })
+	seedDrill(t, boot, "shop-kill", dt.urls[0], "")
+	mustStatus(t, call(t, boot, "PATCH", "/api/v1/apps/shop-kill/drills/reco", adminToken, `{"duration":"10m","reason":"long enough to be killed in"}`), 200)
+	stop(boot)
+
+	dying := e.startProcess("dying")
+	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	waitURL := func(p *process) func() bool {
+		return func() bool {
+			r, err := http.Get(p.url + "/healthz")
+			if err == nil {
+				r.Body.Close()
+			}
+			return err == nil
+		}
+	}
+	eventually(t, 10*time.Second, "the process serves", waitURL(dying))
+	runReq, _ := http.NewRequest("POST", dying.url+"/api/v1/apps/shop-kill/drills/reco/runs", strings.NewReader(`{"reason":"kill drill"}`))
+	runReq.Header.Set("Content-Type", "application/json")
+	runReq.Header.Set("Authorization", "Bearer "+adminToken)
+	res, err := http.DefaultClient.Do(runReq)
+	if err != nil || res.StatusCode != 202 {
+		t.Fatalf("run now on the leader: %v %v", res, err)
+	}
+	res.Body.Close()
+	var survivor *console.Console
+	if survivorRunning {
+		survivor = e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
+	}
+
+	ctx := context.Background()
+	answering := func(on bool) bool {
+		for _, c := range dt.clients {
+			if c.Switch("recommend").On(ctx) != on {
+				return false
+			}
+		}
+		return true
+	}
+	eventually(t, 20*time.Second, "every client answers the drilled switch on", func() bool { return answering(true) })
+	var ttl time.Duration
+	eventually(t, 10*time.Second, "the run is active", func() bool {
+		var r drill.Run
+		if err := e.db(t).Where("app = ?", "shop-kill").Take(&r).Error; err != nil {
+			return false
+		}
+		var p drill.Progress
+		_ = json.Unmarshal([]byte(r.State), &p)
+		ttl = time.Duration(p.LeaseTTLSeconds) * time.Second
+		return r.Phase == drill.PhaseActive
+	})
+	if ttl <= 0 || ttl > 10*time.Second {
+		t.Fatalf("lease TTL %v", ttl)
+	}
+
+	died := dying.kill(t)
+	eventually(t, ttl+time.Second, "every client answers the switch off again", func() bool { return answering(false) })
+	t.Logf("all %d clients answer off %v after the SIGKILL (lease TTL %v, bound %v, another console running: %v)", len(dt.clients), time.Since(died).Round(time.Millisecond), ttl, ttl+time.Second, survivorRunning)
+	if !survivorRunning {
+		survivor = e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
+	}
+
+	v := waitRun(t, survivor, "shop-kill", 1, 20*time.Second)
+	t.Logf("the new leader recorded %s %v after the SIGKILL: %s", v.Outcome, v.FinishedAt.Sub(died).Round(time.Millisecond), v.Summary)
+	if v.Outcome != drill.OutcomeInterrupted {
+		t.Fatalf("outcome %s: %s", v.Outcome, v.Summary)
+	}
+	if got := e.etcdValue("/switchyard/v1/default/overrides/shop-kill/recommend"); got != "" {
+		t.Fatalf("override left behind: %s", got)
+	}
+	sw := mustStatus(t, call(t, survivor, "GET", "/api/v1/apps/shop-kill/switches/recommend", adminToken, ""), 200)
+	if sw.str("switch", "state") != "off" || sw.num("switch", "version") != 1 {
+		t.Fatalf("the run touched the stored switch: %s", sw.Raw)
+	}
+	var notes int64
+	survivor.DB.Table("notifications").Where("kind = ? AND app = ?", "drill.interrupted", "shop-kill").Count(&notes)
+	if notes != 1 {
+		t.Fatalf("%d drill.interrupted notifications", notes)
+	}
+}
+
+// db opens the env's database directly (closed when the test ends).
+func (e *env) db(t *testing.T) *gorm.DB {
+	t.Helper()
+	if e.gdb == nil {
+		db, _, err := server.OpenDB(context.Background(), e.pgURL, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.gdb = db
+		t.Cleanup(func() {
+			if sqlDB, err := db.DB(); err == nil {
+				sqlDB.Close()
+			}
+		})
+	}
+	return e.gdb
+}
