@@ -408,3 +408,123 @@ func (e *env) db(t *testing.T) *gorm.DB {
 	}
 	return e.gdb
 }
+
+// fakeClock is the console's clock in the schedule test: the test sets it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeClock) Now() time.Time  { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeClock) Set(t time.Time) { f.mu.Lock(); f.t = t; f.mu.Unlock() }
+
+// TestDrillSchedule drives a drill's schedule (03:30 and 03:40 in
+// Europe/Berlin, a 5 min starting deadline, a blackout all of 5 March) with
+// an injected clock: a run starts at its cron time; the next cron time
+// while it runs is refused as overlapping and recorded; a cron time inside
+// the blackout is refused and recorded; cron times that passed while no
+// console ran are recorded as one missed run, not run late; a run found due
+// within the starting deadline still starts; and the preflight refuses
+// while a person has a switch of the app on.
+func TestDrillSchedule(t *testing.T) {
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(day, hour, minute, sec int) time.Time {
+		return time.Date(2030, 3, day, hour, minute, sec, 0, berlin)
+	}
+	clk := &fakeClock{t: at(4, 3, 28, 0)}
+	e := newEnv(t)
+	c := e.startWith([]console.Option{console.WithClock(clk.Now)})
+	waitLeader(t, c)
+	const app = "shop-sched"
+	dt := startDrillTarget(t, e, app, svcCorrect, 2)
+	seedDrill(t, c, app, dt.urls[0], `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
+		`"blackout":[{"cron":"0 0 5 3 *","duration":"24h"}]`)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"30m","reason":"hold while the test looks"}`), 200)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"banner","level":"L3","reason":"seed"}`), 201)
+	waitInstances(t, c, app, 2)
+	d := mustStatus(t, call(t, c, "GET", "/api/v1/apps/"+app+"/drills/reco", adminToken, ""), 200)
+	if d.str("drill", "next_run") != "2030-03-04T02:30:00Z" {
+		t.Fatalf("next run %q, want 03:30 Berlin (02:30 UTC)", d.str("drill", "next_run"))
+	}
+	runs := func() []drill.Run {
+		var out []drill.Run
+		if err := c.DB.Where("app = ?", app).Order("number").Find(&out).Error; err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	waitRuns := func(n int, what string) []drill.Run {
+		t.Helper()
+		var rs []drill.Run
+		eventually(t, 20*time.Second, what, func() bool { rs = runs(); return len(rs) == n && (n == 0 || rs[n-1].Phase != drill.PhasePending) })
+		return rs
+	}
+	abort := func(n int) {
+		t.Helper()
+		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
+		eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
+		if r := runs()[n-1]; r.Outcome != drill.OutcomeAborted {
+			t.Fatalf("run #%d: %s %s", n, r.Outcome, r.Summary)
+		}
+	}
+	logRun := func(r drill.Run) {
+		t.Logf("run #%d via %s for %v: phase %s, outcome %q: %s", r.Number, r.StartedVia, r.ScheduledFor.In(berlin).Format("Jan 2 15:04 MST"), r.Phase, r.Outcome, r.Summary)
+	}
+
+	clk.Set(at(4, 3, 29, 59))
+	clk.Set(at(4, 3, 30, 1))
+	rs := waitRuns(1, "the 03:30 run starts")
+	eventually(t, 20*time.Second, "run #1 is active", func() bool { return runs()[0].Phase == drill.PhaseActive })
+	if !rs[0].ScheduledFor.Equal(at(4, 3, 30, 0)) || rs[0].StartedVia != drill.ViaSchedule {
+		t.Fatalf("run #1: %+v", rs[0])
+	}
+	logRun(runs()[0])
+
+	clk.Set(at(4, 3, 40, 1))
+	rs = waitRuns(2, "the 03:40 run is recorded")
+	logRun(rs[1])
+	if rs[1].Outcome != drill.OutcomeRefused || !strings.Contains(rs[1].Summary, "overlaps run #1") || rs[0].FinishedAt != nil {
+		t.Fatalf("overlapping run: %+v", rs[1])
+	}
+	abort(1)
+
+	clk.Set(at(5, 3, 30, 1))
+	rs = waitRuns(3, "the run inside the blackout is recorded")
+	eventually(t, 20*time.Second, "run #3 is decided", func() bool { rs = runs(); return rs[2].FinishedAt != nil })
+	logRun(rs[2])
+	if rs[2].Outcome != drill.OutcomeRefused || !strings.Contains(rs[2].Summary, "blackout") {
+		t.Fatalf("blackout run: %+v", rs[2])
+	}
+
+	// Console "down" from 5 March 03:31 to 7 March 03:50: five cron times
+	// pass, the newest 10 min before now, beyond the 5 min deadline.
+	clk.Set(at(7, 3, 50, 0))
+	rs = waitRuns(4, "the missed runs are recorded")
+	logRun(rs[3])
+	if rs[3].Outcome != drill.OutcomeMissed || !strings.Contains(rs[3].Summary, "missed 5 scheduled run(s)") {
+		t.Fatalf("missed runs: %+v", rs[3])
+	}
+	// Found 3 min late: within the starting deadline, it starts.
+	clk.Set(at(8, 3, 33, 0))
+	rs = waitRuns(5, "the late run starts")
+	eventually(t, 20*time.Second, "run #5 is active", func() bool { return runs()[4].Phase == drill.PhaseActive })
+	logRun(runs()[4])
+	abort(5)
+
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/banner/on", adminToken, `{"reason":"incident: banner off"}`), 200)
+	clk.Set(at(9, 3, 30, 1))
+	// 8 March 03:40 passed unrun (missed, #6); 9 March 03:30 is due (#7).
+	eventually(t, 20*time.Second, "run #7 is decided", func() bool { rs = runs(); return len(rs) == 7 && rs[6].FinishedAt != nil })
+	logRun(rs[5])
+	logRun(rs[6])
+	if rs[5].Outcome != drill.OutcomeMissed || rs[6].Outcome != drill.OutcomeRefused ||
+		!strings.Contains(rs[6].Summary, "switch/"+app+"/banner is on by token") {
+		t.Fatalf("preflight with a person's switch on: %+v", rs[6])
+	}
+	if v := e.etcdValue("/switchyard/v1/default/overrides/" + app + "/recommend"); v != "" {
+		t.Fatalf("override left behind: %s", v)
+	}
+}
