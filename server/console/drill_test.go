@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
@@ -526,5 +527,113 @@ func TestDrillSchedule(t *testing.T) {
 	}
 	if v := e.etcdValue("/switchyard/v1/default/overrides/" + app + "/recommend"); v != "" {
 		t.Fatalf("override left behind: %s", v)
+	}
+}
+
+// TestDrillBadInput sends drill requests that must each be refused with a
+// problem document naming the field, and checks that no drill, run, audit
+// event or etcd override changed.
+func TestDrillBadInput(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	const app = "shop-bad"
+	seedDrill(t, c, app, "http://127.0.0.1:1/recommendations", "")
+	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
+	base := "/api/v1/apps/" + app + "/drills"
+	probe := `"probes":[{"url":"http://svc/recommendations"}]`
+	ok := `"name":"d2","switch":"recommend","target":{"percent":5},"duration":"1m",` + probe + `,"reason":"r"`
+	with := func(extra string) string { return `{` + ok + `,` + extra + `}` }
+	mk := func(fields string) string { return `{"name":"d2","reason":"r",` + fields + `}` }
+	cases := []struct {
+		name, method, path, token, body string
+		status                          int
+		field                           string
+	}{
+		{"cron that does not parse", "POST", base, adminToken, with(`"schedule":"61 * * * *"`), 400, "schedule"},
+		{"cron with six fields", "POST", base, adminToken, with(`"schedule":"0 0 3 * * *"`), 400, "schedule"},
+		{"cron with its own zone", "POST", base, adminToken, with(`"schedule":"CRON_TZ=UTC 0 3 * * *"`), 400, "schedule"},
+		{"unknown time zone", "POST", base, adminToken, with(`"timezone":"Mars/Olympus"`), 400, "timezone"},
+		{"duration 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"0s",` + probe), 400, "duration"},
+		{"negative duration", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"-1m",` + probe), 400, "duration"},
+		{"duration over 1h", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"61m",` + probe), 400, "duration"},
+		{"duration not a duration", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"soon",` + probe), 400, "duration"},
+		{"missing duration", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},` + probe), 400, "duration"},
+		{"probe URL not http", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"ftp://svc/x"}]`), 400, "probes[0].url"},
+		{"probe URL without host", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http:///x"}]`), 400, "probes[0].url"},
+		{"JSON pointer that does not parse", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","required_fields":["/items","items"]}]`), 400, "probes[0].required_fields[1]"},
+		{"JSON pointer with a bad escape", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","required_fields":["/a~2b"]}]`), 400, "probes[0].required_fields[0]"},
+		{"target over 100", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":101},"duration":"1m",` + probe), 400, "target.percent"},
+		{"target below 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":-1},"duration":"1m",` + probe), 400, "target.percent"},
+		{"target 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":0},"duration":"1m",` + probe), 400, "target.percent"},
+		{"no target", "POST", base, adminToken, mk(`"switch":"recommend","target":{},"duration":"1m",` + probe), 400, "target"},
+		{"bad selector", "POST", base, adminToken, mk(`"switch":"recommend","target":{"selector":"canary=,,"},"duration":"1m",` + probe), 400, "target.selector"},
+		{"no probes", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m"`), 400, "probes"},
+		{"bad expect_status", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","expect_status":700}]`), 400, "probes[0].expect_status"},
+		{"bad max_p99", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","max_p99":"fast"}]`), 400, "probes[0].max_p99"},
+		{"too many requests", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","requests":5000}]`), 400, "probes[0].requests"},
+		{"unknown switch", "POST", base, adminToken, mk(`"switch":"nope","target":{"percent":5},"duration":"1m",` + probe), 400, "switch"},
+		{"bad abort source", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"graphite","query":"x","op":">","threshold":1}]}`), 400, "abort.conditions[0].source"},
+		{"prometheus not configured", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"prometheus","query":"up","op":">","threshold":1}]}`), 400, "abort.conditions[0].source"},
+		{"bad fleet query", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"fleet","query":"error_rate{}","op":">","threshold":1}]}`), 400, "abort.conditions[0].query"},
+		{"bad abort op", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"fleet","query":"instances{}","op":"!=","threshold":1}]}`), 400, "abort.conditions[0].op"},
+		{"bad probe failure rate", "POST", base, adminToken, with(`"abort":{"probe_failure_rate":1.5}`), 400, "abort.probe_failure_rate"},
+		{"blackout end before start", "POST", base, adminToken, with(`"blackout":[{"start":"2030-01-02T00:00:00Z","end":"2030-01-01T00:00:00Z"}]`), 400, "blackout[0].end"},
+		{"blackout bad cron", "POST", base, adminToken, with(`"blackout":[{"cron":"every friday","duration":"8h"}]`), 400, "blackout[0].cron"},
+		{"blackout of both kinds", "POST", base, adminToken, with(`"blackout":[{"start":"2030-01-01T00:00:00Z","end":"2030-01-02T00:00:00Z","cron":"0 9 * * *","duration":"1h"}]`), 400, "blackout[0]"},
+		{"bad starting deadline", "POST", base, adminToken, with(`"starting_deadline":"2d"`), 400, "starting_deadline"},
+		{"unknown field", "POST", base, adminToken, with(`"colour":"red"`), 400, "colour"},
+		{"bad drill name", "POST", base, adminToken, `{"name":"Bad Name",` + strings.TrimPrefix(ok, `"name":"d2",`) + `}`, 400, "name"},
+		{"missing reason", "POST", base, adminToken, `{` + strings.TrimSuffix(ok, `,"reason":"r"`) + `}`, 400, "reason"},
+		{"duplicate drill", "POST", base, adminToken, `{"name":"reco",` + strings.TrimPrefix(ok, `"name":"d2",`) + `}`, 409, "name"},
+		{"viewer creates", "POST", base, viewerTok, with(`"enabled":true`), 403, ""},
+		{"patch bad cron", "PATCH", base + "/reco", adminToken, `{"schedule":"@sometimes","reason":"r"}`, 400, "schedule"},
+		{"patch the name", "PATCH", base + "/reco", adminToken, `{"name":"other","reason":"r"}`, 400, "name"},
+		{"patch stale version", "PATCH", base + "/reco", adminToken, `{"duration":"2m","version":9,"reason":"r"}`, 409, "version"},
+		{"patch without reason", "PATCH", base + "/reco", adminToken, `{"duration":"2m"}`, 400, "reason"},
+		{"run without reason", "POST", base + "/reco/runs", adminToken, `{}`, 400, "reason"},
+		{"run of an unknown drill", "POST", base + "/nope/runs", adminToken, `{"reason":"r"}`, 404, ""},
+		{"bad run number", "GET", base + "/reco/runs/first", adminToken, "", 400, "run"},
+		{"abort an unknown run", "POST", base + "/reco/runs/9/abort", adminToken, `{"reason":"r"}`, 404, ""},
+		{"viewer runs", "POST", base + "/reco/runs", viewerTok, `{"reason":"r"}`, 403, ""},
+		{"delete stale version", "DELETE", base + "/reco?reason=r&version=9", adminToken, "", 409, "version"},
+	}
+	count := func(table string) int64 {
+		var n int64
+		if err := c.DB.Table(table).Count(&n).Error; err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	type state struct{ drills, runs, audit, overrides int64 }
+	snap := func() state {
+		resp, err := e.cli.Get(context.Background(), "/switchyard/v1/default/overrides/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return state{count("drills"), count("drill_runs"), count("audit_events"), resp.Count}
+	}
+	before := snap()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := call(t, c, tc.method, tc.path, tc.token, tc.body)
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+				t.Fatalf("content type %q", ct)
+			}
+			if tc.field != "" && r.str("field") != tc.field {
+				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
+			}
+		})
+	}
+	// Every bad field of one request is listed.
+	r := call(t, c, "POST", base, adminToken, mk(`"switch":"recommend","schedule":"nope","timezone":"Nowhere","target":{"percent":300},"duration":"0s","probes":[{"url":"gopher://x","required_fields":["x"]}]`))
+	if r.Status != 400 || len(r.Body["errors"].([]any)) != 6 {
+		t.Fatalf("all errors: %s", r.Raw)
+	}
+	if after := snap(); after != before {
+		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
