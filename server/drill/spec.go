@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 	_ "time/tzdata" // drills name IANA time zones; the binary must not depend on the host's zoneinfo
@@ -48,6 +49,19 @@ type Spec struct {
 type Target struct {
 	Percent  *float64 `json:"percent,omitempty"`
 	Selector string   `json:"selector,omitempty"`
+}
+
+// String says the slice for people: "5 %", "100 % where canary=true".
+func (t Target) String() string {
+	pct := 100.0
+	if t.Percent != nil {
+		pct = *t.Percent
+	}
+	out := strconv.FormatFloat(pct, 'f', -1, 64) + " %"
+	if t.Selector != "" {
+		out += " where " + t.Selector
+	}
+	return out
 }
 
 // Probe is an HTTP check of an endpoint the drilled switch degrades.

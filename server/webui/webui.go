@@ -69,7 +69,11 @@ type Domains struct {
 // registerDomains mounts each job domain's pages on in (signed in, CSRF
 // checked) and registers its sections of the switch page and the Overview
 // (sections.go).
-func (h *handler) registerDomains(in *gin.RouterGroup) {}
+func (h *handler) registerDomains(in *gin.RouterGroup) {
+	if h.domains.Drills != nil {
+		drillPages{h, h.domains.Drills}.register(in)
+	}
+}
 
 // UI is the web console.
 type UI struct{ h *handler }
