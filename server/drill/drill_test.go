@@ -218,3 +218,19 @@ func TestOutcome(t *testing.T) {
 		t.Error(o)
 	}
 }
+
+// TestViewsHideProbeHeaders: readers of a drill or a run never see probe
+// header values; the stored spec keeps them.
+func TestViewsHideProbeHeaders(t *testing.T) {
+	spec := `{"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","headers":{"Authorization":"Bearer s3cret"}}]}`
+	d := &Drill{Spec: spec, Enabled: true}
+	r := &Run{Spec: spec, State: "{}"}
+	for _, v := range []Spec{d.View(time.Now()).Spec, r.View().Spec} {
+		if got := v.Probes[0].Headers["Authorization"]; got != "(hidden)" {
+			t.Errorf("header shown: %q", got)
+		}
+	}
+	if !strings.Contains(d.Spec, "s3cret") {
+		t.Error("the stored spec lost the header")
+	}
+}

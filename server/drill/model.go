@@ -54,8 +54,8 @@ func (d *Drill) View(now time.Time) DrillView {
 	s, _ := d.spec()
 	v := DrillView{App: d.App, Name: d.Name, Spec: s, Enabled: d.Enabled, Version: d.Version, Reason: d.Reason,
 		UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt.UTC(), CreatedAt: d.CreatedAt.UTC()}
-	v.Enabled = d.Enabled
 	v.Spec.Enabled = nil
+	v.Spec = v.Spec.redacted()
 	if pl, err := s.compile(); err == nil && d.Enabled {
 		from := now
 		if d.LastScheduledAt != nil && d.LastScheduledAt.After(now) {
@@ -157,7 +157,7 @@ func (r *Run) View() RunView {
 		DryRun: r.DryRun, StartedVia: r.StartedVia, StartedBy: r.StartedBy, StartedByKind: r.StartedByKind,
 		Reason: r.Reason, ScheduledFor: utc(r.ScheduledFor), Phase: r.Phase, Outcome: r.Outcome, Summary: r.Summary,
 		AbortRequest: r.AbortRequest, CreatedAt: r.CreatedAt.UTC(), StartedAt: utc(r.StartedAt),
-		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s, Progress: r.progress(),
+		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(), Progress: r.progress(),
 	}
 }
 
@@ -178,4 +178,22 @@ func encode(p *Progress) string {
 		return "{}"
 	}
 	return string(b)
+}
+
+// redacted is s as shown to readers: probe header values (tokens, cookies)
+// are hidden; the stored spec keeps them.
+func (s Spec) redacted() Spec {
+	probes := make([]Probe, len(s.Probes))
+	for i, p := range s.Probes {
+		if len(p.Headers) > 0 {
+			h := make(map[string]string, len(p.Headers))
+			for k := range p.Headers {
+				h[k] = "(hidden)"
+			}
+			p.Headers = h
+		}
+		probes[i] = p
+	}
+	s.Probes = probes
+	return s
 }
