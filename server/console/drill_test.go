@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/promtest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -636,4 +637,78 @@ func TestDrillBadInput(t *testing.T) {
 	if after := snap(); after != before {
 		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
 	}
+}
+
+// TestDrillAbortCondition: a drill whose abort condition is the app's
+// error rate in a real Prometheus. The rate crossing the threshold
+// mid-run reverts the override at once (the run aborted, the finding
+// opened); Prometheus going down mid-run aborts the next run too: a drill
+// does not go on blind.
+func TestDrillAbortCondition(t *testing.T) {
+	prom := promtest.Start(t)
+	prom.Exporter.Set("shop_error_rate", 0.01)
+	prom.Sync(t)
+	e := newEnv(t)
+	c := e.start(func(cfg *console.Config) { cfg.PrometheusURL = prom.URL })
+	waitLeader(t, c)
+	const app = "shop-abort"
+	dt := startDrillTarget(t, e, app, svcCorrect, 2)
+	seedDrill(t, c, app, dt.urls[0], `,"abort":{"conditions":[{"source":"prometheus","query":"max(shop_error_rate)","op":">","threshold":0.05}]}`)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","reason":"held until aborted"}`), 200)
+	waitInstances(t, c, app, 2)
+	ctx := context.Background()
+	allOff := func() bool {
+		for _, cl := range dt.clients {
+			if cl.Switch("recommend").On(ctx) {
+				return false
+			}
+		}
+		return true
+	}
+	active := func(n int) {
+		t.Helper()
+		eventually(t, 20*time.Second, fmt.Sprintf("run #%d checked takes effect", n), func() bool {
+			v := runView(t, c, app, n)
+			return v.Phase == drill.PhaseActive && v.Progress.EffectDoneAt != nil
+		})
+	}
+
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"abort on errors"}`), 202)
+	active(1)
+	prom.Exporter.Set("shop_error_rate", 0.2)
+	prom.Sync(t)
+	crossed := time.Now()
+	eventually(t, 10*time.Second, "the override is removed", func() bool {
+		return e.etcdValue("/switchyard/v1/default/overrides/"+app+"/recommend") == "" && allOff()
+	})
+	t.Logf("error rate above the threshold in Prometheus → override removed and both clients off in %v", time.Since(crossed).Round(time.Millisecond))
+	v := waitRun(t, c, app, 1, 40*time.Second)
+	logVerdicts(t, v)
+	if v.Outcome != drill.OutcomeAborted || !strings.Contains(v.Summary, "max(shop_error_rate) > 0.05: the value is 0.2") {
+		t.Fatalf("run #1: %s %s", v.Outcome, v.Summary)
+	}
+	if v.Progress.Verdicts.Recovers.Result != drill.Pass {
+		t.Errorf("run #1 did not check recovery: %+v", v.Progress.Verdicts.Recovers)
+	}
+	var findings int64
+	c.DB.Table("findings").Where("kind = ? AND target = ? AND resolved_at IS NULL", "drill_failed", "drill/"+app+"/reco").Count(&findings)
+	if findings != 1 {
+		t.Errorf("%d open drill_failed findings", findings)
+	}
+
+	prom.Exporter.Set("shop_error_rate", 0.01)
+	prom.Sync(t)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"abort when blind"}`), 202)
+	active(2)
+	prom.Stop()
+	stopped := time.Now()
+	eventually(t, 10*time.Second, "the override is removed", func() bool {
+		return e.etcdValue("/switchyard/v1/default/overrides/"+app+"/recommend") == "" && allOff()
+	})
+	t.Logf("Prometheus down → override removed and both clients off in %v", time.Since(stopped).Round(time.Millisecond))
+	v = waitRun(t, c, app, 2, 40*time.Second)
+	if v.Outcome != drill.OutcomeAborted || !strings.Contains(v.Summary, "could not be evaluated") {
+		t.Fatalf("run #2: %s %s", v.Outcome, v.Summary)
+	}
+	t.Logf("run #2: %s", v.Summary)
 }

@@ -184,6 +184,19 @@ func TestObserve(t *testing.T) {
 	if v := judgeRecovery(p); v.Result != Pass {
 		t.Fatalf("recovery verdict: %+v", v)
 	}
+	// An SDK whose ack of the revert carried nothing new writes no further
+	// report: a counter unchanged for 1.5 intervals + 1 s has stopped.
+	p.Instances["d"] = &InstanceEvidence{Targeted: true, AtRevert: 3}
+	quiet := []seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 101}, {ID: "d", AppliedRevision: 20, Degraded: 7, LastReport: 100, Interval: time.Second}}
+	p.observeRecovery(quiet, rt.Add(4*time.Second))
+	p.observeRecovery(quiet, rt.Add(6400*time.Millisecond))
+	if p.Instances["d"].StoppedAfterMS != nil {
+		t.Fatal("d stopped before it was quiet for 2.5 s")
+	}
+	p.observeRecovery(quiet, rt.Add(6500*time.Millisecond))
+	if got := p.Instances["d"].StoppedAfterMS; got == nil || *got != 6500 {
+		t.Fatalf("d quiet for 2.5 s: %v", got)
+	}
 	// An instance of the slice that leaves before it showed the revert
 	// settles the wait but fails the check.
 	p.Instances["c"] = &InstanceEvidence{Targeted: true}

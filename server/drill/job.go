@@ -265,7 +265,7 @@ func (j *Job) fleet(r *Run, pl *plan) []seen {
 	p := r.progress()
 	var out []seen
 	for _, in := range j.s.cfg.Fleet.Instances(r.App) {
-		s := seen{ID: in.ID, Targeted: slice.Includes(in.ID, in.Labels), AppliedRevision: in.AppliedRevision, Signals: in.Signals}
+		s := seen{ID: in.ID, Targeted: slice.Includes(in.ID, in.Labels), AppliedRevision: in.AppliedRevision, Signals: in.Signals, Interval: in.ReportInterval}
 		s.Applied = p.OverrideRevision > 0 && in.AppliedRevision >= p.OverrideRevision
 		if in.LastReport != nil {
 			s.LastReport = in.LastReport.Unix()

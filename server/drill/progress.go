@@ -119,6 +119,9 @@ type InstanceEvidence struct {
 	// the newest report after the instance applied the revert.
 	BackCounter uint64 `json:"back_counter,omitempty"`
 	BackReport  int64  `json:"back_report,omitempty"`
+	// FlatSinceMS is when (ms after the revert) the console last saw the
+	// counter change after the revert.
+	FlatSinceMS int64 `json:"flat_since_ms,omitempty"`
 }
 
 // Verdicts are the four checks of a run.
@@ -150,7 +153,17 @@ type seen struct {
 	Degraded        uint64
 	LastReport      int64
 	Signals         bool
+	// Interval is the instance's report interval (0: unknown).
+	Interval time.Duration
 }
+
+// quietFor is how long a counter must stay unchanged in the fleet model,
+// after the instance applied the revert, to count as stopped without a
+// newer report: an SDK reports a moved counter within its interval plus
+// 20 % jitter, so silence longer than that means no degraded answer. It
+// covers an SDK whose ack of the revert carried nothing new and so writes
+// no further report.
+func quietFor(interval time.Duration) time.Duration { return interval*3/2 + time.Second }
 
 func msSince(from *time.Time, now time.Time) *int64 {
 	d := now.Sub(*from).Milliseconds()
@@ -212,19 +225,21 @@ func (p *Progress) observeRecovery(fleet []seen, now time.Time) {
 			continue
 		}
 		ev.Degraded = s.Degraded
+		since := msSince(p.RevertedAt, now)
 		if ev.BackAfterMS == nil {
-			ev.BackAfterMS = msSince(p.RevertedAt, now)
-			ev.BackCounter, ev.BackReport = s.Degraded, s.LastReport
+			ev.BackAfterMS = since
+			ev.BackCounter, ev.BackReport, ev.FlatSinceMS = s.Degraded, s.LastReport, *since
 			if s.Degraded == ev.AtRevert {
 				ev.StoppedAfterMS = ev.BackAfterMS
 			}
 			continue
 		}
-		if s.LastReport > ev.BackReport {
-			if s.Degraded == ev.BackCounter {
-				ev.StoppedAfterMS = msSince(p.RevertedAt, now)
-			}
-			ev.BackCounter, ev.BackReport = s.Degraded, s.LastReport
+		switch {
+		case s.Degraded != ev.BackCounter:
+			ev.BackCounter, ev.BackReport, ev.FlatSinceMS = s.Degraded, s.LastReport, *since
+		case s.LastReport > ev.BackReport,
+			s.Interval > 0 && time.Duration(*since-ev.FlatSinceMS)*time.Millisecond >= quietFor(s.Interval):
+			ev.StoppedAfterMS = since
 		}
 	}
 }
