@@ -467,6 +467,10 @@ func TestDrillSchedule(t *testing.T) {
 	abort := func(n int) {
 		t.Helper()
 		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
+		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
+		// The recovery watch is timed by the console's clock too: a minute
+		// later it has seen the fleet's counters quiet, or gives up.
+		clk.Set(clk.Now().Add(time.Minute))
 		eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
 		if r := runs()[n-1]; r.Outcome != drill.OutcomeAborted {
 			t.Fatalf("run #%d: %s %s", n, r.Outcome, r.Summary)
