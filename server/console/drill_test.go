@@ -113,6 +113,12 @@ func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarge
 	return dt
 }
 
+// steadyLeader gives the console's election a 5 s session: on a loaded
+// test machine a 1 s session (etcd makes it 2 s) expires now and then,
+// which ends a drill in progress as interrupted — right, but not what
+// these tests look at (TestDrillLeaderKilled does).
+func steadyLeader(c *console.Config) { c.ElectionTTL = 5 * time.Second }
+
 // seedDrill creates switch recommend (L1) of app and drill "reco" on it
 // probing url, with extra JSON members for the drill.
 func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
@@ -178,7 +184,7 @@ func logVerdicts(t *testing.T, v drill.RunView) {
 func TestDrillVerdicts(t *testing.T) {
 	e := newEnv(t)
 	e.log = slog.New(slog.NewTextHandler(testWriter{t}, nil))
-	c := e.start()
+	c := e.start(steadyLeader)
 	waitLeader(t, c)
 	kinds := []string{svcCorrect, svcDropField, svcSlow, svcCached}
 	for _, k := range kinds {
@@ -438,7 +444,7 @@ func TestDrillSchedule(t *testing.T) {
 	}
 	clk := &fakeClock{t: at(4, 3, 28, 0)}
 	e := newEnv(t)
-	c := e.startWith([]console.Option{console.WithClock(clk.Now)})
+	c := e.startWith([]console.Option{console.WithClock(clk.Now)}, steadyLeader)
 	waitLeader(t, c)
 	const app = "shop-sched"
 	dt := startDrillTarget(t, e, app, svcCorrect, 2)
@@ -653,7 +659,7 @@ func TestDrillAbortCondition(t *testing.T) {
 	prom.Exporter.Set("shop_error_rate", 0.01)
 	prom.Sync(t)
 	e := newEnv(t)
-	c := e.start(func(cfg *console.Config) { cfg.PrometheusURL = prom.URL })
+	c := e.start(steadyLeader, func(cfg *console.Config) { cfg.PrometheusURL = prom.URL })
 	waitLeader(t, c)
 	const app = "shop-abort"
 	dt := startDrillTarget(t, e, app, svcCorrect, 2)
