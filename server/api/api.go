@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
@@ -40,11 +41,17 @@ type Config struct {
 // Domains are the services of the job domains (staged rollouts,
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of handlers here and registers its routes in registerDomains.
-type Domains struct{}
+type Domains struct {
+	Drills *drill.Service
+}
 
 // registerDomains mounts each job domain's routes: apps is
 // /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
-func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {}
+func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
+	if d.Drills != nil {
+		drills{d.Drills}.register(apps)
+	}
+}
 
 type handler struct {
 	svc   *server.Service
