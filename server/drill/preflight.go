@@ -121,22 +121,14 @@ func (j *Job) personSwitches(ctx context.Context, app string) string {
 // the trigger window ("" nothing).
 func (j *Job) recentTriggers(ctx context.Context, app string, pl *plan) string {
 	svc := j.s.cfg.Service
-	f := audit.Filter{Since: svc.Now().Add(-pl.triggerWindow), Limit: 1000}
-	prefix := "switch/" + app + "/"
-	for page := 0; page < 20; page++ {
-		events, next, err := svc.ListAudit(ctx, f)
-		if err != nil {
-			return "cannot read the audit log: " + err.Error()
-		}
-		for _, ev := range events {
-			if ev.ActorKind == audit.ActorTrigger && strings.HasPrefix(ev.Target, prefix) {
-				return fmt.Sprintf("auto-trigger %s acted on %s at %s (%s)", ev.Cause, ev.Target, stamp(ev.At), ev.Action)
-			}
-		}
-		if next == 0 {
-			return ""
-		}
-		f.BeforeID = next
+	events, _, err := svc.ListAudit(ctx, audit.Filter{
+		Since: svc.Now().Add(-pl.triggerWindow), ActorKind: audit.ActorTrigger, TargetPrefix: "switch/" + app + "/", Limit: 1,
+	})
+	if err != nil {
+		return "cannot read the audit log: " + err.Error()
+	}
+	for _, ev := range events {
+		return fmt.Sprintf("auto-trigger %s acted on %s at %s (%s)", ev.Cause, ev.Target, stamp(ev.At), ev.Action)
 	}
 	return ""
 }
