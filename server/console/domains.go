@@ -2,6 +2,7 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
@@ -19,17 +20,21 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		wd webui.Domains
 	)
 
-	// Expiry, findings and notification channels.
+	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
+		Namespace: c.Config.Namespace, Logger: c.log})
+	c.Scheduler.Add(drills.Job())
+	ad.Drills, wd.Drills = drills, drills
+
+	// Expiry, findings (never_drilled from the drills' last passing runs)
+	// and notification channels.
 	exp := expiry.New(c.Service, expiry.Config{
 		Every: c.Config.ExpiryInterval, RemindBefore: c.Config.ExpiryRemindBefore, EscalateAfter: c.Config.ExpiryEscalateAfter,
 	})
 	c.Service.OnPersonChange(exp.OnPersonChange)
 	c.Scheduler.Add(exp.Job())
-	// never_drilled waits for the drills domain: at merge, set LastPassed
-	// to its (*drill.Service).LastPassed. Until then it is not judged.
-	var lastPassed finding.LastPassedFunc
 	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
-		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: lastPassed, Logger: c.log,
+		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
 	}))
 	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log})
 	c.Scheduler.Add(channels.Job())

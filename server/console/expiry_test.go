@@ -594,3 +594,48 @@ func allExpiredOn(t *testing.T, db *gorm.DB, name string) []finding.Finding {
 	}
 	return list
 }
+
+// TestNeverDrilledFollowsDrills: a switch created 91 days ago (the
+// console's clock starts there) that never passed a drill gets a
+// never_drilled finding; a real drill run that passes resolves it at the
+// findings job's next look at the drills, saying when it passed.
+func TestNeverDrilledFollowsDrills(t *testing.T) {
+	e := newEnv(t)
+	clock := &offsetClock{}
+	clock.set(-91 * 24 * time.Hour)
+	c := e.startWith([]console.Option{console.WithClock(clock.now)}, fastExpiry, steadyLeader)
+	waitLeader(t, c)
+	dt := startDrillTarget(t, e, "shop", svcCorrect, 2)
+	seedDrill(t, c, "shop", dt.urls[0], "")
+	waitInstances(t, c, "shop", 2)
+	neverDrilled := func() []finding.Finding {
+		list, err := finding.List(c.DB, finding.Filter{Kind: finding.NeverDrilled, Target: "switch/shop/recommend"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return list
+	}
+
+	clock.set(0)
+	eventually(t, 10*time.Second, "never_drilled opens", func() bool { return len(neverDrilled()) == 1 })
+	f := neverDrilled()[0]
+	if f.ResolvedAt != nil || f.Severity != finding.Warning || !strings.Contains(f.Detail, "never passed a drill") {
+		t.Fatalf("never_drilled: %+v", f)
+	}
+
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/shop/drills/reco/runs", adminToken, `{"reason":"quarterly drill"}`), 202)
+	run := waitRun(t, c, "shop", 1, 60*time.Second)
+	if run.Outcome != "passed" {
+		t.Fatalf("the drill did not pass: %s (%s)", run.Outcome, run.Summary)
+	}
+	// The findings job asks the drills at most every 10 minutes.
+	clock.set(11 * time.Minute)
+	moved := time.Now()
+	eventually(t, 10*time.Second, "never_drilled resolves", func() bool { return neverDrilled()[0].ResolvedAt != nil })
+	f = neverDrilled()[0]
+	if !strings.HasPrefix(f.Resolution, "a drill passed at ") {
+		t.Fatalf("resolution %q", f.Resolution)
+	}
+	t.Logf("never_drilled opened for a 91-day-old switch (%q); resolved %v after the next look at the drills: %q",
+		f.Summary, time.Since(moved).Round(time.Millisecond), f.Resolution)
+}

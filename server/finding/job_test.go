@@ -78,8 +78,9 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// drills stands in for the drills domain's LastPassed (built in parallel
-// on another branch): the time of each switch's last passing drill.
+// drills stands in for the drills domain's LastPassed, so the test sets
+// the time of each switch's last passing drill by hand
+// (TestNeverDrilledFollowsDrills in server/console runs real drills).
 type drills struct {
 	mu     sync.Mutex
 	passed map[string]time.Time

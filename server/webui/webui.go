@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
@@ -64,6 +65,7 @@ type Deps struct {
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of pages here, which registerDomains mounts.
 type Domains struct {
+	Drills *drill.Service
 	// Expiry: the switch page's expiry banner and renew form, the
 	// Overview's findings, the Findings page (expiry.go).
 	Expiry *expiry.Service
@@ -75,6 +77,9 @@ type Domains struct {
 // checked) and registers its sections of the switch page and the Overview
 // (sections.go).
 func (h *handler) registerDomains(in *gin.RouterGroup) {
+	if h.domains.Drills != nil {
+		drillPages{h, h.domains.Drills}.register(in)
+	}
 	if h.domains.Expiry != nil {
 		h.registerExpiry(in, h.domains.Expiry)
 	}
