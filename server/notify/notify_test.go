@@ -469,3 +469,32 @@ func TestSendTest(t *testing.T) {
 		t.Fatalf("a viewer sent a test: %v", err)
 	}
 }
+
+// TestPrune: once an hour the job drops finished deliveries and sent
+// events older than the retention; what is younger, unfinished or not yet
+// dispatched stays.
+func TestPrune(t *testing.T) {
+	f := newFixture(t, pgtest.NewDatabase(t))
+	ctx := context.Background()
+	rcv := newReceiver(t)
+	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
+	svc := notify.New(f.svc, notify.Config{Retention: 24 * time.Hour})
+	job := svc.Job()
+	step := func() {
+		t.Helper()
+		if err := job.Step(ctx, f.term, f.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		job.Wait()
+	}
+	f.enqueue(t, "old", notify.ExpiryReminder)
+	step() // delivered
+	f.clock.Add(30 * time.Hour)
+	f.enqueue(t, "young", notify.ExpiryReminder)
+	step() // prunes "old" and its delivery (finished 30 h ago), delivers "young"
+	var events []string
+	f.db.Table("notifications").Order("id").Pluck("event_key", &events)
+	if d := f.deliveries(t, svc, "ops"); len(events) != 1 || events[0] != "young" || len(d) != 1 || d[0].EventKey != "young" {
+		t.Fatalf("after pruning: events %v, deliveries %+v", events, d)
+	}
+}
