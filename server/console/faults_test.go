@@ -93,19 +93,24 @@ func TestDriftIsRevertedAndAudited(t *testing.T) {
 	eventually(t, 10*time.Second, "hand edit reverted and ghost deleted", func() bool {
 		return e.etcdValue(key) == want && e.etcdValue(ghost) == ""
 	})
-	drift, _, err := audit.List(ctx, c.DB, audit.Filter{Action: "drift"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	targets := map[string]bool{}
+	// The repair's audit events are written right after its etcd
+	// transaction.
+	var drift []audit.Event
+	eventually(t, 10*time.Second, "both repairs audited as drift", func() bool {
+		var err error
+		if drift, _, err = audit.List(ctx, c.DB, audit.Filter{Action: audit.Drift}); err != nil {
+			t.Fatal(err)
+		}
+		targets := map[string]bool{}
+		for _, ev := range drift {
+			targets[ev.Target] = true
+		}
+		return targets["switch/checkout/reco"] && targets["switch/checkout/ghost"]
+	})
 	for _, ev := range drift {
-		targets[ev.Target] = true
 		if ev.ActorKind != audit.ActorSystem || ev.Reason == "" {
 			t.Errorf("drift event %+v", ev)
 		}
-	}
-	if !targets["switch/checkout/reco"] || !targets["switch/checkout/ghost"] {
-		t.Fatalf("drift events for %v", targets)
 	}
 	if res, _ := audit.Verify(ctx, c.DB); !res.OK() {
 		t.Fatalf("verify: %+v", res)
