@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/signal"
+	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // Config is the console's configuration. Every field has a flag and a
@@ -51,6 +52,9 @@ type Config struct {
 	PrometheusURL     string
 	PrometheusTimeout time.Duration
 	PrometheusToken   string
+	// TriggerInterval is how often the leader evaluates every auto-trigger
+	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
+	TriggerInterval time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -67,6 +71,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:   10 * time.Second,
 		ElectionTTL:       time.Second,
 		PrometheusTimeout: signal.DefaultPrometheusTimeout,
+		TriggerInterval:   trigger.DefaultInterval,
 	}
 }
 
@@ -99,6 +104,7 @@ func (c *Config) settings() []setting {
 		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL)},
 		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout)},
 		{"", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken)},
+		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
 	}
 }
 
@@ -216,6 +222,9 @@ func (c *Config) Validate() error {
 		if err := c.prometheus().Validate(); err != nil {
 			bad("prometheus-url", "%v", err)
 		}
+	}
+	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
+		bad("trigger-interval", "must be between 100ms and 10m")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -2,6 +2,7 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
 
@@ -15,5 +16,13 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		ad api.Domains
 		wd webui.Domains
 	)
+
+	// Auto-triggers: one leader job evaluates every rule; a person's change
+	// to a switch pauses its rules.
+	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Logger: c.log})
+	c.Scheduler.Add(triggers.Job())
+	c.Service.OnPersonChange(triggers.OnPersonChange)
+	ad.Triggers, wd.Triggers = triggers, triggers
+
 	return ad, wd, nil
 }

@@ -275,6 +275,27 @@ func (st State) Pause(by, reason string, now time.Time) State {
 // from the switch's state, with no flips counted and no lock.
 func (st State) Resume(switchOn bool, now time.Time) State { return Fresh(switchOn, now) }
 
+// Reconfigured is the state of a rule whose configuration just changed:
+// a running hold or proposal was judged by the old thresholds, so it ends
+// (the rule rests where the switch is); a rule that changed mode starts
+// fresh from the switch (a dry run's "on" was never real). A lock and a
+// pause stay until a person resumes the rule.
+func (st State) Reconfigured(modeChanged, switchOn bool, now time.Time) State {
+	if st.Phase == PhaseLocked {
+		return st
+	}
+	if modeChanged {
+		n := Fresh(switchOn, now)
+		n.Paused, n.PausedBy, n.PausedAt, n.PauseReason = st.Paused, st.PausedBy, st.PausedAt, st.PauseReason
+		return n
+	}
+	if pending(st.Phase) || st.Phase == PhaseAwaiting {
+		st.Phase, st.Since, st.Window = stable(st), now, Window{}
+		st.ConfirmedBy, st.ConfirmedAt = "", time.Time{}
+	}
+	return st
+}
+
 // Status is the phase as people read it: paused overrides the phase.
 func (st State) Status() string {
 	if st.Paused {
