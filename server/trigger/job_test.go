@@ -37,7 +37,7 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) set(t time.Time) { c.mu.Lock(); defer c.mu.Unlock(); c.t = t }
 
 // rig is one database (Postgres or SQLite) with the console's service, the
@@ -99,7 +99,9 @@ func (r *rig) switchAndRule(name string, start float64, in trigger.Input) (metri
 	if _, err := r.svc.Create(ctx, admin, "checkout", in); err != nil {
 		r.t.Fatal(err)
 	}
-	r.t.Cleanup(func() { _ = r.svc.Delete(context.Background(), admin, "checkout", name, server.Change{Reason: "end of test"}) })
+	r.t.Cleanup(func() {
+		_ = r.svc.Delete(context.Background(), admin, "checkout", name, server.Change{Reason: "end of test"})
+	})
 	return metric
 }
 
