@@ -430,6 +430,31 @@ func evaluate(p Policy, st State, s Sample, now time.Time, d Decision) (State, D
 	return st, d
 }
 
+// Due is the next moment the rule's state changes with time alone: a
+// hold ends, a cooldown ends, max_on is reached. Zero when none is
+// pending. The job evaluates then, so a hold fires when it is due rather
+// than at the next interval, on whichever console leads.
+func Due(p Policy, st State) time.Time {
+	if st.Paused || st.Phase == PhaseLocked {
+		return time.Time{}
+	}
+	var due time.Time
+	switch st.Phase {
+	case PhasePendingOn:
+		due = st.Since.Add(p.Trigger.For)
+	case PhasePendingOff:
+		due = st.Since.Add(p.Recover.For)
+	case PhaseCooldown:
+		due = st.CooldownUntil
+	}
+	if st.On && p.MaxOn > 0 {
+		if end := st.OnSince.Add(p.MaxOn); due.IsZero() || end.Before(due) {
+			due = end
+		}
+	}
+	return due
+}
+
 // classify says whether s crosses the trigger threshold, meets the
 // recover threshold, and counts as evidence at all (false: hold).
 func classify(p Policy, s Sample) (breach, recovered, counts bool) {
@@ -493,7 +518,7 @@ func fire(p Policy, st State, now time.Time, d Decision) (State, Decision) {
 	}
 	d.Window = st.Window
 	d.Action = ActTurnOn
-	d.Why += fmt.Sprintf("fired: %s %s for %s (%s)", p.Trigger.Op, formatNum(p.Trigger.Threshold), now.Sub(st.Since).Round(time.Millisecond), st.Window)
+	d.Why += fmt.Sprintf("fired: %s (held %s %s)", p.Trigger, now.Sub(st.Since).Round(time.Millisecond), st.Window)
 	st.On, st.OnSince = true, now
 	st.Transitions = append(st.Transitions, now)
 	return settle(p, st, now), d
@@ -505,14 +530,14 @@ func recoverNow(p Policy, st State, now time.Time, d Decision) (State, Decision)
 		d.Window = st.Window
 		st.Phase, st.Since = PhaseAwaiting, now
 		d.Action = ActPropose
-		d.Why += fmt.Sprintf("proposes recovery: %s %s for %s (%s); a person confirms", p.Recover.Op, formatNum(p.Recover.Threshold), p.Recover.For, st.Window)
+		d.Why += fmt.Sprintf("proposes recovery: %s (held %s %s); a person confirms", p.Recover, now.Sub(st.Since).Round(time.Millisecond), st.Window)
 		return st, d
 	}
 	if flapLimited(p, &st, now) {
 		return lockFlapping(p, st, now, d)
 	}
 	d.Window = st.Window
-	why := fmt.Sprintf("recovered: %s %s for %s (%s)", p.Recover.Op, formatNum(p.Recover.Threshold), now.Sub(st.Since).Round(time.Millisecond), st.Window)
+	why := fmt.Sprintf("recovered: %s (held %s %s)", p.Recover, now.Sub(st.Since).Round(time.Millisecond), st.Window)
 	return turnOff(p, st, now, d, why)
 }
 

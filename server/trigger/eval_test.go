@@ -323,3 +323,29 @@ func TestNumJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestDue: the job wakes when a hold, a cooldown or max_on ends.
+func TestDue(t *testing.T) {
+	p := cpu()
+	p.Cooldown, p.MaxOn = time.Minute, time.Hour
+	pendingOn, _ := Evaluate(p, Fresh(false, t0), Value(85), t0)
+	on := Fresh(true, t0)
+	pendingOff, _ := Evaluate(p, on, Value(50), t0.Add(10*s))
+	cooling, _ := Evaluate(p, pendingOn, Value(85), t0.Add(30*s))
+	for _, tc := range []struct {
+		name string
+		st   State
+		want time.Time
+	}{
+		{"ok", Fresh(false, t0), time.Time{}},
+		{"pending on: the hold ends", pendingOn, t0.Add(30 * s)},
+		{"on: max_on", on, t0.Add(time.Hour)},
+		{"pending off: the hold ends", pendingOff, t0.Add(70 * s)},
+		{"cooldown ends", cooling, t0.Add(90 * s)},
+		{"paused", pendingOn.Pause("olga", "r", t0), time.Time{}},
+	} {
+		if got := Due(p, tc.st); !got.Equal(tc.want) {
+			t.Errorf("%s (%s): due %v, want %v", tc.name, tc.st.Phase, got, tc.want)
+		}
+	}
+}

@@ -24,7 +24,12 @@ import (
 // whose transaction fails (a person changed the switch meanwhile: 409) is
 // evaluated again at the next step; a step of a deposed leader writes
 // nothing.
-type Job struct{ s *Service }
+type Job struct {
+	s *Service
+	// timer wakes the job when the next hold is due before the next step.
+	mu    sync.Mutex
+	timer *time.Timer
+}
 
 // Job returns the service's leader job.
 func (s *Service) Job() *Job { return &Job{s: s} }
@@ -49,18 +54,41 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 		return err
 	}
 	samples := s.query(ctx, rules, now)
-	var errs []error
+	var (
+		errs []error
+		next time.Time // the earliest moment a rule is due
+	)
 	for i := range rules {
 		r := &rules[i]
-		_, err := s.core.InTerm(ctx, t, func(jt *server.JobTx) error { return s.evaluateIn(jt, r, samples[i], now) })
+		var due time.Time
+		_, err := s.core.InTerm(ctx, t, func(jt *server.JobTx) (err error) {
+			due, err = s.evaluateIn(jt, r, samples[i], now)
+			return err
+		})
 		switch {
 		case errors.Is(err, server.ErrNotLeader):
 			return err
 		case err != nil:
 			errs = append(errs, fmt.Errorf("trigger: %s: %w", r.Target(), err))
+		case !due.IsZero() && (next.IsZero() || due.Before(next)):
+			next = due
 		}
 	}
+	j.wakeAt(now, next)
 	return errors.Join(errs...)
+}
+
+// wakeAt arms the job's wake for due when it comes before the next step.
+func (j *Job) wakeAt(now, due time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.timer != nil {
+		j.timer.Stop()
+		j.timer = nil
+	}
+	if wait := due.Sub(now); !due.IsZero() && wait < j.s.interval {
+		j.timer = time.AfterFunc(max(wait, 0), j.s.kick)
+	}
 }
 
 // active returns the rules the job evaluates: neither paused nor locked.
@@ -108,37 +136,39 @@ func (s *Service) sample(ctx context.Context, r *Rule, now time.Time) Sample {
 }
 
 // evaluateIn is one rule's evaluation inside the job's transaction: r is
-// the rule as it was queried.
-func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now time.Time) error {
+// the rule as it was queried. It returns when the rule is due next (see
+// Due).
+func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now time.Time) (time.Time, error) {
 	tx := j.DB()
 	var r Rule
 	err := tx.Take(&r, queried.ID).Error
 	switch {
 	case errors.Is(err, gorm.ErrRecordNotFound):
-		return nil // deleted meanwhile
+		return time.Time{}, nil // deleted meanwhile
 	case err != nil:
-		return err
+		return time.Time{}, err
 	case r.Version != queried.Version:
-		return nil // changed meanwhile: its query may differ; next step
+		return time.Time{}, nil // changed meanwhile: its query may differ; next step
 	}
 	row, st, err := loadState(tx, r.ID)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if st.Paused || st.Phase == PhaseLocked {
-		return nil // paused by a person meanwhile
+		return time.Time{}, nil // paused by a person meanwhile
 	}
-	next, d := Evaluate(r.Policy(s.interval), st, smp, now)
+	p := r.Policy(s.interval)
+	next, d := Evaluate(p, st, smp, now)
 	dry := r.Mode == ModeDryRun
 	if !dry && d.Action != ActNone {
 		if d, err = s.act(j, &r, next, d, smp, now); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
 	if err := saveState(tx, row, next, &smp, now); err != nil {
-		return err
+		return time.Time{}, err
 	}
-	return addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+	return Due(p, next), addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
 }
 
 // transition is what the audit log (trigger.transition, trigger.lock) and
