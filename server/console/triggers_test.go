@@ -280,3 +280,104 @@ func TestTriggerLeaderKilledWhilePending(t *testing.T) {
 		t.Fatalf("fired by %+v", on[0])
 	}
 }
+
+// TestTriggerAPI: create, read, update, pause and resume a rule through
+// the API; a person turning the switch on pauses it (humans win) and the
+// rule page's status says so and who; resuming hands the switch, as it
+// is, back to the rule. The preview evaluates a draft rule over a real
+// Prometheus's recent history and says when it would have fired and
+// recovered.
+func TestTriggerAPI(t *testing.T) {
+	prom := promtest.Start(t)
+	e := newEnv(t)
+	c := e.start(withTriggers(prom))
+	waitLeader(t, c)
+	tr := "/api/v1/apps/checkout/triggers"
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"recommend","level":"L3","reason":"seed"}`), 201)
+	prom.Exporter.Set("api_cpu", 50)
+	prom.Sync(t)
+	r := mustStatus(t, call(t, c, "POST", tr, adminToken, ruleBody("cpu-high", "recommend", "max(api_cpu)",
+		`"trigger":{"op":">","threshold":80,"for":"1m"},"recover":{"threshold":60,"for":"5m"},"rollout":{"percent":12.5}`)), 201)
+	if r.str("trigger", "recover", "op") != "<" || r.str("trigger", "cooldown") != "1m0s" || r.str("trigger", "missing_data") != "hold" ||
+		r.str("trigger", "flap") != `{"max_transitions":4,"window":"1h0m0s"}` || r.str("trigger", "status", "phase") != "ok" || r.num("trigger", "rollout", "percent") != 12.5 {
+		t.Fatalf("created with defaults: %s", r.Raw)
+	}
+	if l := mustStatus(t, call(t, c, "GET", tr, adminToken, ""), 200); !strings.Contains(l.Raw, `"name":"cpu-high"`) {
+		t.Fatalf("list: %s", l.Raw)
+	}
+	r = mustStatus(t, call(t, c, "PATCH", tr+"/cpu-high", adminToken, `{"version":1,"trigger":{"threshold":85},"cooldown":"2m","reason":"less eager"}`), 200)
+	if r.num("trigger", "trigger", "threshold") != 85 || r.str("trigger", "trigger", "for") != "1m0s" || r.num("trigger", "version") != 2 {
+		t.Fatalf("patch merges member by member: %s", r.Raw)
+	}
+	evs, _, _ := c.Service.ListAudit(context.Background(), audit.Filter{Target: "trigger/checkout/cpu-high"})
+	if len(evs) != 2 || evs[0].Action != audit.TriggerUpdate || !strings.Contains(evs[0].Before, `"threshold":80`) || !strings.Contains(evs[0].After, `"threshold":85`) {
+		t.Fatalf("update audited as %+v", evs)
+	}
+
+	// A person turns the switch on: the rule pauses, in the same change.
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/recommend/on", adminToken, `{"reason":"incident: I take over"}`), 200)
+	st := ruleStatus(t, c, "cpu-high")
+	if st.State != "paused" || !st.Paused || st.PausedBy != "token:bootstrap#1" || !strings.Contains(st.PauseReason, "switch.on") {
+		t.Fatalf("the person's change did not pause the rule: %+v", st)
+	}
+	evs, _, _ = c.Service.ListAudit(context.Background(), audit.Filter{Target: "trigger/checkout/cpu-high", Limit: 1})
+	if evs[0].Action != audit.TriggerPause || evs[0].Actor != "token:bootstrap#1" {
+		t.Fatalf("pause audited as %+v", evs[0])
+	}
+	mustStatus(t, call(t, c, "POST", tr+"/cpu-high/pause", adminToken, `{"reason":"twice"}`), 409)
+	r = mustStatus(t, call(t, c, "POST", tr+"/cpu-high/resume", adminToken, `{"reason":"incident over, automation back"}`), 200)
+	if r.str("trigger", "status", "phase") != "on" || r.str("trigger", "status", "paused") != "false" {
+		t.Fatalf("resumed on a switch that is on: %s", r.Raw)
+	}
+	r = mustStatus(t, call(t, c, "POST", tr+"/cpu-high/pause", adminToken, `{"reason":"maintenance window"}`), 200)
+	if r.str("trigger", "status", "paused_by") != "token:bootstrap#1" || r.str("trigger", "status", "pause_reason") != "maintenance window" {
+		t.Fatalf("paused: %s", r.Raw)
+	}
+
+	// Preview a draft: a metric that appears, rises above 80 and falls.
+	prom.Exporter.Set("draft_cpu", 50)
+	syncs := func(n int) {
+		for range n {
+			prom.Sync(t)
+		}
+	}
+	syncs(4)
+	prom.Exporter.Set("draft_cpu", 90)
+	syncs(6)
+	prom.Exporter.Set("draft_cpu", 40)
+	syncs(6)
+	body := `{"rule":{"source":"prometheus","query":"max(draft_cpu)","trigger":{"op":">","threshold":80,"for":"1s"},"recover":{"op":"<","threshold":60,"for":"1s"},"cooldown":"0s"},"range":"1m","step":"1s"}`
+	r = mustStatus(t, call(t, c, "POST", tr+"/preview", adminToken, body), 200)
+	var p struct{ Preview trigger.Preview }
+	if err := json.Unmarshal([]byte(r.Raw), &p); err != nil {
+		t.Fatal(err)
+	}
+	pv := p.Preview
+	if pv.Fired != 1 || pv.Recovered != 1 || pv.Transitions != 2 || pv.Final != trigger.PhaseOK || len(pv.Events) != 2 || pv.SourceError != "" {
+		t.Fatalf("preview: %s", pv.String())
+	}
+	if len(pv.NoData) == 0 || !pv.NoData[0].From.Equal(pv.Start) || len(pv.Points) < 5 {
+		t.Fatalf("the minute before the metric existed is not no data: %+v, %d points", pv.NoData, len(pv.Points))
+	}
+	up, down := pv.Events[0], pv.Events[1]
+	if up.Action != trigger.ActTurnOn || down.Action != trigger.ActTurnOff || *up.Value != 90 || *down.Value != 40 || down.At.Sub(up.At) < 2*time.Second {
+		t.Fatalf("preview events: %+v", pv.Events)
+	}
+	t.Logf("preview over 1m at 1s: %s; fired %s, recovered %s; no data %s–%s", pv.String(),
+		up.At.Format(time.StampMilli), down.At.Format(time.StampMilli), pv.NoData[0].From.Format(time.TimeOnly), pv.NoData[0].To.Format(time.TimeOnly))
+
+	// Prometheus away: the preview says so rather than show a calm chart.
+	prom.Stop()
+	r = mustStatus(t, call(t, c, "POST", tr+"/preview", adminToken, body), 200)
+	if r.str("preview", "source_error") == "" || r.num("preview", "fired") != 0 {
+		t.Fatalf("preview with Prometheus stopped: %s", r.Raw)
+	}
+
+	mustStatus(t, call(t, c, "DELETE", tr+"/cpu-high?reason=done", adminToken, ""), 200)
+	mustStatus(t, call(t, c, "GET", tr+"/cpu-high", adminToken, ""), 404)
+	var left int64
+	c.DB.Table("trigger_states").Count(&left)
+	if left != 0 {
+		t.Fatalf("%d states left after the delete", left)
+	}
+}
