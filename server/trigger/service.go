@@ -53,6 +53,18 @@ func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
 // Interval is the evaluation period.
 func (s *Service) Interval() time.Duration { return s.interval }
 
+// SourceNames lists the metric sources rules may use here: the fleet, and
+// Prometheus when one is configured.
+func (s *Service) SourceNames() []string {
+	var out []string
+	for _, name := range []string{signal.SourceFleet, signal.SourcePrometheus} {
+		if _, err := s.sources.For(name, "x"); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 func (s *Service) db(ctx context.Context) *gorm.DB { return s.core.DB().WithContext(ctx) }
 
 // unavailable marks a failed read as the database's.

@@ -106,3 +106,16 @@ func timePtr(t time.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
+
+// Input returns the rule as a create body would write it.
+func (v *View) Input() Input {
+	th, rt := v.Trigger.Threshold, v.Recover.Threshold
+	flap := v.Flap
+	return Input{
+		Name: v.Name, Switch: v.Switch, Description: v.Description, Source: v.Source, Query: v.Query,
+		Trigger:  CondInput{Op: v.Trigger.Op, Threshold: &th, For: v.Trigger.For},
+		Recover:  CondInput{Op: v.Recover.Op, Threshold: &rt, For: v.Recover.For},
+		Cooldown: v.Cooldown, MaxOn: v.MaxOn, MissingData: v.MissingData, ConfirmRecovery: v.ConfirmRecovery,
+		Flap: &flap, Rollout: v.Rollout, Mode: v.Mode,
+	}
+}
