@@ -245,8 +245,8 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	}
 	if vals == nil {
 		vals = editorValues(v, v.Switch)
-		if r := c.Query("range"); r != "" {
-			vals["range"] = r
+		if d, err := time.ParseDuration(c.Query("range")); err == nil && d > 0 && d <= 7*24*time.Hour {
+			vals["range"] = d.String()
 		}
 	}
 	e, err := t.editorFor(c, app, v, vals)
@@ -254,7 +254,9 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	if err == nil {
 		e.Evals, err = t.svc.Evaluations(ctx, app, name, 50)
 	}
-	if err == nil && e.Preview == nil {
+	if err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" {
+		// The chart is no live region: a live refresh does not ask the
+		// source for hours of history again.
 		e.Preview, err = t.preview(ctx, app, v.Input(), vals["range"])
 	}
 	if ferr == nil && err != nil {
