@@ -206,7 +206,8 @@ func TestTriggerBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#rule-form input[name=range]`), "1m"),
 		chromedp.SetValue(chromedp.CSS(`#rule-form input[name="trigger.threshold"]`), "85"),
 		chromedp.Click(chromedp.CSS(`#rule-form button[value=preview]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#preview svg polyline`)),
+		// The page had the saved rule's chart already: wait for the draft's.
+		chromedp.WaitVisible(chromedp.CSS(`#preview[data-draft] svg polyline`)),
 	)
 	s.eval(`window.__csp = []; document.addEventListener("securitypolicyviolation", e => __csp.push(e.violatedDirective)); ""`)
 	if n := s.eval(`String(document.querySelectorAll("[style]").length)`); n != "0" {
@@ -221,7 +222,7 @@ func TestTriggerBrowser(t *testing.T) {
 		return [Math.round(svg.getBoundingClientRect().width) > 300, line.width > 50, marks, thresholds !== "", document.querySelector("#preview figcaption").innerText.includes("1 fired, 1 recovered"), document.querySelector('#rule-form input[name="trigger.threshold"]').value].join(" ");
 	})()`)
 	if got != "true true 2 true true 85" {
-		t.Fatalf("the chart (wide, line drawn, marks, thresholds, caption, the draft kept): %q", got)
+		t.Fatalf("the chart (wide, line drawn, marks, thresholds, caption, the draft kept): %q\n%s", got, s.eval(`document.querySelector("#preview").innerText`))
 	}
 	s.do("hover a mark", chromedp.Click(chromedp.CSS(`#preview svg circle`)))
 	if v := s.eval(`String(window.__csp.length)`); v != "0" {
