@@ -23,14 +23,14 @@ const (
 
 // Defaults of the optional fields.
 const (
-	DefaultCooldown       = time.Minute
-	DefaultFlapMax        = 4
-	DefaultFlapWindow     = time.Hour
-	DefaultMissingData    = MissingHold
-	maxDuration           = 30 * 24 * time.Hour
-	maxFlapTransitions    = 1000
-	maxDescriptionLen     = 2000
-	defaultPercentDecimal = 100 // rollout basis per percent
+	DefaultCooldown    = time.Minute
+	DefaultFlapMax     = 4
+	DefaultFlapWindow  = time.Hour
+	DefaultMissingData = MissingHold
+	maxDuration        = 30 * 24 * time.Hour
+	maxFlapTransitions = 1000
+	maxDescriptionLen  = 2000
+	basisPerPercent    = 100 // a rollout basis is percent × 100
 )
 
 // Rule is an auto-trigger rule as stored. Durations are Go duration
@@ -89,7 +89,7 @@ func (r *Rule) rollout(sw *server.Switch) *wire.Rollout {
 		return nil
 	}
 	ro := sw.Rollout()
-	ro.Percent = float64(*r.RolloutBasis) / defaultPercentDecimal
+	ro.Percent = float64(*r.RolloutBasis) / basisPerPercent
 	return &ro
 }
 
@@ -165,20 +165,10 @@ func (p *Patch) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// Input returns the rule as the API writes it.
+// Input returns the rule as a create body would write it.
 func (r *Rule) Input() Input {
-	th, rt := r.TriggerThreshold, r.RecoverThreshold
-	in := Input{
-		Name: r.Name, Switch: r.SwitchName, Description: r.Description, Source: r.Source, Query: r.Query,
-		Trigger:  CondInput{Op: r.TriggerOp, Threshold: &th, For: r.TriggerFor},
-		Recover:  CondInput{Op: r.RecoverOp, Threshold: &rt, For: r.RecoverFor},
-		Cooldown: r.Cooldown, MaxOn: r.MaxOn, MissingData: r.MissingData, ConfirmRecovery: r.ConfirmRecovery,
-		Flap: &FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
-	}
-	if r.RolloutBasis != nil {
-		in.Rollout = &RolloutInput{Percent: float64(*r.RolloutBasis) / defaultPercentDecimal}
-	}
-	return in
+	v := r.config()
+	return v.Input()
 }
 
 // fieldErrors collects field errors like the server's validator.

@@ -65,15 +65,18 @@ type Status struct {
 // config is the rule's configuration without its state (what the audit
 // log records of a create, an update or a delete).
 func (r *Rule) config() View {
-	in := r.Input()
-	return View{
+	v := View{
 		App: r.App, Name: r.Name, Switch: r.SwitchName, Description: r.Description, Source: r.Source, Query: r.Query,
 		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: r.TriggerFor},
 		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: r.RecoverFor},
 		Cooldown: r.Cooldown, MaxOn: r.MaxOn, MissingData: r.MissingData, ConfirmRecovery: r.ConfirmRecovery,
-		Flap: *in.Flap, Rollout: in.Rollout, Mode: r.Mode,
+		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
+	if r.RolloutBasis != nil {
+		v.Rollout = &RolloutInput{Percent: float64(*r.RolloutBasis) / basisPerPercent}
+	}
+	return v
 }
 
 // view is the rule with its state.
