@@ -2,6 +2,7 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
@@ -16,6 +17,12 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		ad api.Domains
 		wd webui.Domains
 	)
+
+	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
+		Namespace: c.Config.Namespace, Logger: c.log})
+	c.Scheduler.Add(drills.Job())
+	ad.Drills, wd.Drills = drills, drills
 
 	// Auto-triggers: one leader job evaluates every rule; a person's change
 	// to a switch pauses its rules.

@@ -4,6 +4,8 @@
 
   // ---- Live updates: an event stream says "something changed"; the page
   // fetches itself and swaps every [data-live] region that is not in use.
+  // Pages that show fleet data ask for a stream with "fleet" events too
+  // (instance acks and reports, at most one a second); others never get them.
   var liveURL = document.body.getAttribute("data-live-url");
   var statusEl = document.getElementById("live-status");
   var pending = false, inflight = false, last = 0;
@@ -61,6 +63,7 @@
   function connect() {
     var es = new EventSource(liveURL);
     es.addEventListener("change", schedule);
+    es.addEventListener("fleet", schedule);
     es.onopen = function () {
       setStatus(true);
       retry = 1000;
