@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // Config wires the API to its dependencies.
@@ -50,6 +51,8 @@ type Domains struct {
 	// Channels are the notification channels and their delivery log
 	// (channels.go).
 	Channels *notify.Service
+	// Triggers are the auto-trigger rules (triggers.go).
+	Triggers *trigger.Service
 }
 
 // registerDomains mounts each job domain's routes: apps is
@@ -63,6 +66,9 @@ func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
 	}
 	if d.Channels != nil {
 		registerChannels(v1, d.Channels)
+	}
+	if d.Triggers != nil {
+		registerTriggers(apps, d.Triggers)
 	}
 }
 

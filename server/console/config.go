@@ -17,6 +17,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/signal"
+	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // Config is the console's configuration. Every field has a flag and a
@@ -64,6 +65,9 @@ type Config struct {
 	// SWITCHYARD_NOTIFY_TIMEOUT): a receiver that never answers holds one
 	// of the delivery job's slots this long.
 	NotifyTimeout time.Duration
+	// TriggerInterval is how often the leader evaluates every auto-trigger
+	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
+	TriggerInterval time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -85,6 +89,7 @@ func DefaultConfig() Config {
 		ExpiryRemindBefore:  24 * time.Hour,
 		ExpiryEscalateAfter: 4 * time.Hour,
 		NotifyTimeout:       5 * time.Second,
+		TriggerInterval:     trigger.DefaultInterval,
 	}
 }
 
@@ -121,6 +126,7 @@ func (c *Config) settings() []setting {
 		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore)},
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
+		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
 	}
 }
 
@@ -250,6 +256,9 @@ func (c *Config) Validate() error {
 	}
 	if c.NotifyTimeout < time.Second || c.NotifyTimeout > time.Minute {
 		bad("notify-timeout", "must be between 1s and 1m")
+	}
+	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
+		bad("trigger-interval", "must be between 100ms and 10m")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
 
@@ -40,6 +41,13 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	c.Scheduler.Add(channels.Job())
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels
+
+	// Auto-triggers: one leader job evaluates every rule; a person's change
+	// to a switch pauses its rules.
+	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Logger: c.log})
+	c.Scheduler.Add(triggers.Job())
+	c.Service.OnPersonChange(triggers.OnPersonChange)
+	ad.Triggers, wd.Triggers = triggers, triggers
 
 	return ad, wd, nil
 }

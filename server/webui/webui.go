@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -71,6 +72,8 @@ type Domains struct {
 	Expiry *expiry.Service
 	// Channels: the notification channels page (channels.go).
 	Channels *notify.Service
+	// Triggers are the auto-trigger rules (triggers.go).
+	Triggers *trigger.Service
 }
 
 // registerDomains mounts each job domain's pages on in (signed in, CSRF
@@ -85,6 +88,9 @@ func (h *handler) registerDomains(in *gin.RouterGroup) {
 	}
 	if h.domains.Channels != nil {
 		h.registerChannels(in, h.domains.Channels)
+	}
+	if h.domains.Triggers != nil {
+		h.registerTriggers(in, h.domains.Triggers)
 	}
 }
 

@@ -1,0 +1,281 @@
+package trigger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/notify"
+)
+
+// Job is the leader job that evaluates every rule each interval: it asks
+// each rule's source for its value at now (outside any transaction), then
+// for each rule, in one fenced transaction of its own, reloads the rule
+// and its state, runs the evaluator, acts on the decision through the
+// audited change path, and stores the state and the evaluation. A rule
+// whose transaction fails (a person changed the switch meanwhile: 409) is
+// evaluated again at the next step; a step of a deposed leader writes
+// nothing.
+type Job struct {
+	s *Service
+	// timer wakes the job when the next hold is due before the next step.
+	mu    sync.Mutex
+	timer *time.Timer
+}
+
+// Job returns the service's leader job.
+func (s *Service) Job() *Job { return &Job{s: s} }
+
+// Name names the job in logs.
+func (*Job) Name() string { return "triggers" }
+
+// Every is the evaluation interval.
+func (j *Job) Every() time.Duration { return j.s.interval }
+
+// Wake asks for a step before the interval ends (a confirmed recovery).
+func (j *Job) Wake() <-chan struct{} { return j.s.wake }
+
+// queryParallel bounds the queries in flight during one step.
+const queryParallel = 8
+
+// Step evaluates every rule that is neither paused nor locked at now.
+func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
+	s := j.s
+	rules, err := s.active(ctx)
+	if err != nil {
+		return err
+	}
+	samples := s.query(ctx, rules, now)
+	var (
+		errs []error
+		next time.Time // the earliest moment a rule is due
+	)
+	for i := range rules {
+		r := &rules[i]
+		var due time.Time
+		_, err := s.core.InTerm(ctx, t, func(jt *server.JobTx) (err error) {
+			due, err = s.evaluateIn(jt, r, samples[i], now)
+			return err
+		})
+		switch {
+		case errors.Is(err, server.ErrNotLeader):
+			return err
+		case err != nil:
+			errs = append(errs, fmt.Errorf("trigger: %s: %w", r.Target(), err))
+		case !due.IsZero() && (next.IsZero() || due.Before(next)):
+			next = due
+		}
+	}
+	j.wakeAt(now, next)
+	return errors.Join(errs...)
+}
+
+// wakeAt arms the job's wake for due when it comes before the next step.
+func (j *Job) wakeAt(now, due time.Time) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.timer != nil {
+		j.timer.Stop()
+		j.timer = nil
+	}
+	if wait := due.Sub(now); !due.IsZero() && wait < j.s.interval {
+		j.timer = time.AfterFunc(max(wait, 0), j.s.kick)
+	}
+}
+
+// active returns the rules the job evaluates: neither paused nor locked.
+func (s *Service) active(ctx context.Context) ([]Rule, error) {
+	var rules []Rule
+	err := s.db(ctx).Where("id IN (?)", s.db(ctx).Model(&stateRow{}).Select("trigger_id").
+		Where("paused = ? AND phase <> ?", false, string(PhaseLocked))).Order("id").Find(&rules).Error
+	return rules, err
+}
+
+// query asks each rule's source for its value at now, a few at a time;
+// a query that takes longer than an interval (at least a second) is an
+// error, which counts as no data, never as 0.
+func (s *Service) query(ctx context.Context, rules []Rule, now time.Time) []Sample {
+	out := make([]Sample, len(rules))
+	sem := make(chan struct{}, queryParallel)
+	var wg sync.WaitGroup
+	for i := range rules {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = s.sample(ctx, &rules[i], now)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (s *Service) sample(ctx context.Context, r *Rule, now time.Time) Sample {
+	src, err := s.sources.For(r.Source, r.App)
+	if err != nil {
+		return Failed(err.Error())
+	}
+	qctx, cancel := context.WithTimeout(ctx, max(s.interval, time.Second))
+	defer cancel()
+	smp, err := src.Query(qctx, r.Query, now)
+	switch {
+	case err != nil:
+		return Failed(err.Error())
+	case !smp.OK:
+		return NoData()
+	}
+	return Value(smp.Value)
+}
+
+// evaluateIn is one rule's evaluation inside the job's transaction: r is
+// the rule as it was queried. It returns when the rule is due next (see
+// Due).
+func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now time.Time) (time.Time, error) {
+	tx := j.DB()
+	var r Rule
+	err := tx.Take(&r, queried.ID).Error
+	switch {
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return time.Time{}, nil // deleted meanwhile
+	case err != nil:
+		return time.Time{}, err
+	case r.Version != queried.Version:
+		return time.Time{}, nil // changed meanwhile: its query may differ; next step
+	}
+	row, st, err := loadState(tx, r.ID)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if st.Paused || st.Phase == PhaseLocked {
+		return time.Time{}, nil // paused by a person meanwhile
+	}
+	p := r.Policy(s.interval)
+	next, d := Evaluate(p, st, smp, now)
+	dry := r.Mode == ModeDryRun
+	if !dry && d.Action != ActNone {
+		if d, err = s.act(j, &r, next, d, smp, now); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if err := saveState(tx, row, next, &smp, now); err != nil {
+		return time.Time{}, err
+	}
+	return Due(p, next), addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+}
+
+// transition is what the audit log (trigger.transition, trigger.lock) and
+// the notifications record of a decision: why it fired, with the query,
+// the window, the values that crossed and the thresholds.
+type transition struct {
+	Action  Action    `json:"action"`
+	From    Phase     `json:"from"`
+	To      Phase     `json:"to"`
+	Switch  string    `json:"switch"`
+	Source  string    `json:"source"`
+	Query   string    `json:"query"`
+	Trigger CondView  `json:"trigger"`
+	Recover CondView  `json:"recover"`
+	Window  Window    `json:"window"`
+	Sample  Outcome   `json:"sample"`
+	Value   *Num      `json:"value"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
+	Why     string    `json:"why"`
+}
+
+// data is the transition as a notification's details.
+func (t transition) data() map[string]any {
+	b, _ := json.Marshal(t) // Num keeps ±Inf encodable
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	return m
+}
+
+// act carries out a decision of an enforcing rule, whose next state is
+// next, inside the job's transaction and returns it with what happened
+// added to Why.
+func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Sample, now time.Time) (Decision, error) {
+	a := server.JobActor(audit.ActorTrigger, r.Cause())
+	cfg := r.config()
+	tr := transition{
+		Action: d.Action, From: d.From, To: d.To, Switch: r.SwitchTarget(), Source: r.Source, Query: r.Query,
+		Trigger: cfg.Trigger, Recover: cfg.Recover, Window: d.Window, Sample: smp.Outcome, Value: parseValue(valueText(smp)),
+		Error: oneLine(smp.Err, 500), At: now.UTC(), Why: d.Why,
+	}
+	reason := oneLine(fmt.Sprintf("trigger %s on %s: %s", r.Name, oneLine(r.Query, 200), d.Why), 1000)
+	event := func(kind notify.Kind, verb, title string) error {
+		return notify.Enqueue(j.DB(), notify.Event{
+			Key: fmt.Sprintf("%s#%s@%d", r.Target(), verb, now.UnixNano()), Kind: kind, App: r.App, Target: r.SwitchTarget(),
+			Title: title, Body: reason, Data: tr.data(), At: now,
+		})
+	}
+	audited := func(action audit.Action) error {
+		return j.Commit(server.Audited{Actor: a, Action: action, Reason: reason, App: r.App,
+			Apply: func(*gorm.DB) (string, any, any, error) {
+				return r.Target(), map[string]Phase{"phase": d.From}, tr, nil
+			}})
+	}
+	switch d.Action {
+	case ActTurnOn, ActTurnOff:
+		sw, err := j.Switch(r.App, r.SwitchName)
+		if err != nil {
+			return d, fmt.Errorf("switch %s: %w", r.SwitchTarget(), err)
+		}
+		on := d.Action == ActTurnOn
+		t := server.Toggle{Reason: reason, Version: &sw.Version}
+		switch {
+		case switchOn(sw) == on:
+			// Someone else's automation got there first: the rule holds the
+			// switch as it is, and changes nothing.
+			d.Why += "; the switch was " + onOff(on) + " already"
+		case on:
+			t.Rollout = r.rollout(sw)
+			_, err = j.TurnOn(a, r.App, r.SwitchName, t)
+		default:
+			_, err = j.TurnOff(a, r.App, r.SwitchName, t)
+		}
+		if err != nil {
+			return d, err
+		}
+		tr.Why = d.Why
+		if err := audited(audit.TriggerTransition); err != nil {
+			return d, err
+		}
+		if on {
+			return d, event(notify.TriggerFired, "fired", fmt.Sprintf("Trigger %s turned %s on", r.Name, r.SwitchTarget()))
+		}
+		return d, event(notify.TriggerRecovered, "recovered", fmt.Sprintf("Trigger %s turned %s off", r.Name, r.SwitchTarget()))
+	case ActPropose:
+		if err := audited(audit.TriggerTransition); err != nil {
+			return d, err
+		}
+		return d, event(notify.TriggerProposes, "proposes", fmt.Sprintf("Trigger %s proposes turning %s off: a person confirms", r.Name, r.SwitchTarget()))
+	case ActWithdraw:
+		return d, audited(audit.TriggerTransition)
+	case ActLock, ActHandOff:
+		if err := audited(audit.TriggerLock); err != nil {
+			return d, err
+		}
+		spec := finding.Spec{Kind: finding.TriggerLocked, Target: r.Target(), App: r.App, Severity: finding.Warning,
+			Summary: fmt.Sprintf("Trigger %s locked itself after flapping; %s stays %s until a person resumes the rule", r.Name, r.SwitchTarget(), onOff(next.On)), Detail: d.Why}
+		title := fmt.Sprintf("Trigger %s locked itself (flapping)", r.Name)
+		if d.Action == ActHandOff {
+			spec.Kind, spec.Severity = finding.TriggerHandoff, finding.Critical
+			spec.Summary = fmt.Sprintf("Trigger %s held %s on for max_on %s and handed it to a person: turn it off or resume the rule", r.Name, r.SwitchTarget(), r.MaxOn)
+			title = fmt.Sprintf("Trigger %s handed %s to a person (max_on %s)", r.Name, r.SwitchTarget(), r.MaxOn)
+		}
+		if _, err := finding.Open(j.DB(), spec, now); err != nil {
+			return d, err
+		}
+		return d, event(notify.TriggerLocked, "locked", title)
+	}
+	return d, nil
+}

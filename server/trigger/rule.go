@@ -1,0 +1,336 @@
+package trigger
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/signal"
+)
+
+// Modes.
+const (
+	// ModeEnforce changes the switch.
+	ModeEnforce = "enforce"
+	// ModeDryRun evaluates and records what the rule would do; it changes
+	// nothing.
+	ModeDryRun = "dry_run"
+)
+
+// Defaults of the optional fields.
+const (
+	DefaultCooldown    = time.Minute
+	DefaultFlapMax     = 4
+	DefaultFlapWindow  = time.Hour
+	DefaultMissingData = MissingHold
+	maxDuration        = 30 * 24 * time.Hour
+	maxFlapTransitions = 1000
+	maxDescriptionLen  = 2000
+	basisPerPercent    = 100 // a rollout basis is percent × 100
+)
+
+// Rule is an auto-trigger rule as stored. Durations are Go duration
+// strings.
+type Rule struct {
+	server.Record
+	App                string
+	Name               string
+	SwitchName         string
+	Description        string
+	Source             string
+	Query              string
+	TriggerOp          Op
+	TriggerThreshold   float64
+	TriggerFor         string
+	RecoverOp          Op
+	RecoverThreshold   float64
+	RecoverFor         string
+	Cooldown           string
+	MaxOn              string
+	MissingData        string
+	ConfirmRecovery    bool
+	FlapMaxTransitions int
+	FlapWindow         string
+	RolloutBasis       *int // percent × 100; nil: the switch's own rollout
+	Mode               string
+}
+
+// TableName pins the table name.
+func (Rule) TableName() string { return "triggers" }
+
+// Target is how the audit log names the rule.
+func (r *Rule) Target() string { return "trigger/" + r.App + "/" + r.Name }
+
+// Cause is the cause its changes of the switch carry.
+func (r *Rule) Cause() string { return r.Target() }
+
+// SwitchTarget is the audit target of the rule's switch.
+func (r *Rule) SwitchTarget() string { return "switch/" + r.App + "/" + r.SwitchName }
+
+// Policy is what the evaluator needs of the rule, evaluated every interval.
+func (r *Rule) Policy(interval time.Duration) Policy {
+	return Policy{
+		Trigger:  Condition{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: dur(r.TriggerFor)},
+		Recover:  Condition{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: dur(r.RecoverFor)},
+		Cooldown: dur(r.Cooldown), MaxOn: dur(r.MaxOn), MissingData: r.MissingData,
+		ConfirmRecovery: r.ConfirmRecovery, FlapMax: r.FlapMaxTransitions, FlapWindow: dur(r.FlapWindow),
+		Interval: interval,
+	}
+}
+
+// Rollout is the rollout the rule turns the switch on with (nil: the
+// switch's own), keeping the switch's stickiness and selector.
+func (r *Rule) rollout(sw *server.Switch) *wire.Rollout {
+	if r.RolloutBasis == nil {
+		return nil
+	}
+	ro := sw.Rollout()
+	ro.Percent = float64(*r.RolloutBasis) / basisPerPercent
+	return &ro
+}
+
+func dur(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// Input is a rule as the API takes it: the body of a create, and what a
+// patch is merged over. Durations are Go duration strings.
+type Input struct {
+	Name            string        `json:"name"`
+	Switch          string        `json:"switch"`
+	Description     string        `json:"description"`
+	Source          string        `json:"source"`
+	Query           string        `json:"query"`
+	Trigger         CondInput     `json:"trigger"`
+	Recover         CondInput     `json:"recover"`
+	Cooldown        string        `json:"cooldown"`
+	MaxOn           string        `json:"max_on"`
+	MissingData     string        `json:"missing_data"`
+	ConfirmRecovery bool          `json:"confirm_recovery"`
+	Flap            *FlapInput    `json:"flap"`
+	Rollout         *RolloutInput `json:"rollout"`
+	Mode            string        `json:"mode"`
+	Reason          string        `json:"reason"`
+}
+
+// CondInput is one side of a rule: op, threshold, for.
+type CondInput struct {
+	Op        Op       `json:"op"`
+	Threshold *float64 `json:"threshold"`
+	For       string   `json:"for"`
+}
+
+// FlapInput is the flap detection: more than MaxTransitions flips within
+// Window lock the rule.
+type FlapInput struct {
+	MaxTransitions int    `json:"max_transitions"`
+	Window         string `json:"window"`
+}
+
+// RolloutInput is the rollout the rule turns the switch on with.
+type RolloutInput struct {
+	Percent float64 `json:"percent"`
+}
+
+// Patch changes some fields of a rule: Fields holds the JSON members other
+// than version and reason, merged over the current rule (an object such as
+// trigger merges member by member). name and switch cannot change.
+type Patch struct {
+	Version *int64
+	Reason  string
+	Fields  json.RawMessage
+}
+
+// UnmarshalJSON splits the bookkeeping members from the rule fields.
+func (p *Patch) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	for key, dst := range map[string]any{"version": &p.Version, "reason": &p.Reason} {
+		if raw, ok := m[key]; ok {
+			delete(m, key)
+			if err := json.Unmarshal(raw, dst); err != nil {
+				return &server.FieldError{Field: key, Msg: "has the wrong type"}
+			}
+		}
+	}
+	fields, err := json.Marshal(m)
+	p.Fields = fields
+	return err
+}
+
+// Input returns the rule as a create body would write it.
+func (r *Rule) Input() Input {
+	v := r.config()
+	return v.Input()
+}
+
+// fieldErrors collects field errors like the server's validator.
+type fieldErrors []*server.FieldError
+
+func (v *fieldErrors) add(field, format string, args ...any) {
+	*v = append(*v, &server.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v fieldErrors) err() error {
+	if len(v) == 0 {
+		return nil
+	}
+	return &server.ValidationError{Fields: v}
+}
+
+// build validates in for app and returns the rule it describes, with the
+// defaults filled in. Every bad field is reported; check validates the
+// query against its source (a field error naming source or query). The
+// switch's existence is checked by the caller, inside its transaction.
+func build(app string, in Input, check func(source, query string) *server.FieldError) (*Rule, error) {
+	var v fieldErrors
+	r := &Rule{
+		App: app, Name: strings.TrimSpace(in.Name), SwitchName: strings.TrimSpace(in.Switch),
+		Description: strings.TrimSpace(in.Description), Source: strings.TrimSpace(in.Source), Query: strings.TrimSpace(in.Query),
+		MissingData: in.MissingData, ConfirmRecovery: in.ConfirmRecovery, Mode: in.Mode,
+	}
+	if !wire.ValidName(r.Name) {
+		v.add("name", "must match %s", wire.NamePattern)
+	}
+	if !wire.ValidName(r.SwitchName) {
+		v.add("switch", "must name a switch of app %s (%s)", app, wire.NamePattern)
+	}
+	if len(r.Description) > maxDescriptionLen || !wire.Printable(r.Description) {
+		v.add("description", "must be at most %d characters without control characters", maxDescriptionLen)
+	}
+	switch r.Source {
+	case signal.SourceFleet, signal.SourcePrometheus:
+		if fe := check(r.Source, r.Query); fe != nil {
+			v = append(v, fe)
+		}
+	case "":
+		v.add("source", "is required: %q or %q", signal.SourceFleet, signal.SourcePrometheus)
+	default:
+		v.add("source", "must be %q or %q", signal.SourceFleet, signal.SourcePrometheus)
+	}
+
+	trig, rec := in.Trigger, in.Recover
+	if !trig.Op.Valid() {
+		v.add("trigger.op", "must be one of %s", opList())
+	}
+	if rec.Op == "" && trig.Op.Valid() {
+		rec.Op = trig.Op.opposite()
+	}
+	if !rec.Op.Valid() {
+		v.add("recover.op", "must be one of %s", opList())
+	}
+	threshold(&v, "trigger.threshold", trig.Threshold)
+	threshold(&v, "recover.threshold", rec.Threshold)
+	if trig.Op.Valid() && rec.Op.Valid() {
+		switch {
+		case trig.Op.upward() == rec.Op.upward():
+			v.add("recover.op", "must point the other way from trigger.op %s: %s or %s", trig.Op, trig.Op.opposite(), oppositeInclusive(trig.Op))
+		case trig.Threshold != nil && rec.Threshold != nil && finite(*trig.Threshold) && finite(*rec.Threshold):
+			t, x := *trig.Threshold, *rec.Threshold
+			if trig.Op.upward() && x >= t {
+				v.add("recover.threshold", "must be below the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
+			}
+			if !trig.Op.upward() && x <= t {
+				v.add("recover.threshold", "must be above the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
+			}
+		}
+	}
+	r.TriggerOp, r.RecoverOp = trig.Op, rec.Op
+	if trig.Threshold != nil {
+		r.TriggerThreshold = *trig.Threshold
+	}
+	if rec.Threshold != nil {
+		r.RecoverThreshold = *rec.Threshold
+	}
+	r.TriggerFor = duration(&v, "trigger.for", trig.For, 0)
+	r.RecoverFor = duration(&v, "recover.for", rec.For, 0)
+	r.Cooldown = duration(&v, "cooldown", in.Cooldown, DefaultCooldown)
+	r.MaxOn = duration(&v, "max_on", in.MaxOn, 0)
+
+	switch r.MissingData {
+	case "":
+		r.MissingData = DefaultMissingData
+	case MissingHold, MissingBreaching, MissingNotBreaching:
+	default:
+		v.add("missing_data", "must be %q, %q or %q", MissingHold, MissingBreaching, MissingNotBreaching)
+	}
+	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: DefaultFlapWindow.String()}
+	if in.Flap != nil {
+		flap = *in.Flap
+	}
+	if flap.MaxTransitions < 1 || flap.MaxTransitions > maxFlapTransitions {
+		v.add("flap.max_transitions", "must be between 1 and %d", maxFlapTransitions)
+	}
+	r.FlapMaxTransitions = flap.MaxTransitions
+	if r.FlapWindow = duration(&v, "flap.window", flap.Window, DefaultFlapWindow); dur(r.FlapWindow) <= 0 && flap.Window != "" {
+		v.add("flap.window", "must be positive")
+	}
+	if in.Rollout != nil {
+		ro := wire.Rollout{Percent: in.Rollout.Percent}
+		if err := ro.Validate(); err != nil || ro.Basis() == 0 {
+			v.add("rollout.percent", "must be more than 0 and at most 100, with at most two decimals")
+		}
+		b := ro.Basis()
+		r.RolloutBasis = &b
+	}
+	switch r.Mode {
+	case "":
+		r.Mode = ModeEnforce
+	case ModeEnforce, ModeDryRun:
+	default:
+		v.add("mode", "must be %q or %q", ModeEnforce, ModeDryRun)
+	}
+	return r, v.err()
+}
+
+func threshold(v *fieldErrors, field string, t *float64) {
+	switch {
+	case t == nil:
+		v.add(field, "is required")
+	case !finite(*t):
+		v.add(field, "must be a finite number")
+	}
+}
+
+func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
+
+// duration parses an optional duration field (empty: def) and returns it
+// in canonical form.
+func duration(v *fieldErrors, field, s string, def time.Duration) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return def.String()
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		v.add(field, `must be a duration such as "30s" or "5m", got %q`, s)
+	case d < 0:
+		v.add(field, "must not be negative, got %s", s)
+	case d > maxDuration:
+		v.add(field, "must be at most %s", maxDuration)
+	}
+	return d.String()
+}
+
+func opList() string {
+	names := make([]string, len(Ops))
+	for i, o := range Ops {
+		names[i] = string(o)
+	}
+	return strings.Join(names, " ")
+}
+
+func oppositeInclusive(o Op) Op {
+	if o.upward() {
+		return AtMost
+	}
+	return AtLeast
+}

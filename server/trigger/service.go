@@ -1,0 +1,442 @@
+package trigger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/signal"
+)
+
+// DefaultInterval is how often the leader evaluates every rule when
+// Config.Interval is zero.
+const DefaultInterval = 5 * time.Second
+
+// Config configures the trigger service.
+type Config struct {
+	// Interval is the evaluation period of every rule (default
+	// DefaultInterval).
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Service keeps the rules and their state: every change a person makes
+// (create, update, delete, pause, resume, confirm) is an audited change
+// through the console's change path; the leader's job (Job) evaluates them.
+type Service struct {
+	core     *server.Service
+	sources  signal.Sources
+	interval time.Duration
+	log      *slog.Logger
+	wake     chan struct{}
+}
+
+// New returns the trigger service on the console's service and metric
+// sources.
+func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Service{core: core, sources: sources, interval: cfg.Interval, log: cfg.Logger, wake: make(chan struct{}, 1)}
+}
+
+// Interval is the evaluation period.
+func (s *Service) Interval() time.Duration { return s.interval }
+
+// SourceNames lists the metric sources rules may use here: the fleet, and
+// Prometheus when one is configured.
+func (s *Service) SourceNames() []string {
+	var out []string
+	for _, name := range []string{signal.SourceFleet, signal.SourcePrometheus} {
+		if _, err := s.sources.For(name, "x"); err == nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (s *Service) db(ctx context.Context) *gorm.DB { return s.core.DB().WithContext(ctx) }
+
+// unavailable marks a failed read as the database's.
+func unavailable(err error) error {
+	var ve *server.ValidationError
+	if err == nil || errors.Is(err, server.ErrNotFound) || errors.As(err, &ve) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+}
+
+// List returns the rules of app (every app when app is "") with their
+// state, ordered by app and name.
+func (s *Service) List(ctx context.Context, app string) ([]View, error) {
+	q := s.db(ctx).Order("app, name")
+	if app != "" {
+		q = q.Where("app = ?", app)
+	}
+	return s.views(ctx, q)
+}
+
+// ForSwitch returns the rules of switch app/name with their state.
+func (s *Service) ForSwitch(ctx context.Context, app, name string) ([]View, error) {
+	return s.views(ctx, s.db(ctx).Where("app = ? AND switch_name = ?", app, name).Order("name"))
+}
+
+func (s *Service) views(ctx context.Context, q *gorm.DB) ([]View, error) {
+	var rules []Rule
+	if err := q.Find(&rules).Error; err != nil {
+		return nil, unavailable(err)
+	}
+	rows, err := s.states(ctx, rules)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]View, 0, len(rules))
+	for i := range rules {
+		row := rows[rules[i].ID]
+		if row == nil {
+			continue // created in between
+		}
+		st, err := row.decode()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rules[i].view(row, st))
+	}
+	return out, nil
+}
+
+// states reads the state rows of rules, by rule id.
+func (s *Service) states(ctx context.Context, rules []Rule) (map[int64]*stateRow, error) {
+	ids := make([]int64, len(rules))
+	for i := range rules {
+		ids[i] = rules[i].ID
+	}
+	var rows []stateRow
+	if len(ids) > 0 {
+		if err := s.db(ctx).Where("trigger_id IN ?", ids).Find(&rows).Error; err != nil {
+			return nil, unavailable(err)
+		}
+	}
+	out := make(map[int64]*stateRow, len(rows))
+	for i := range rows {
+		out[rows[i].TriggerID] = &rows[i]
+	}
+	return out, nil
+}
+
+// Get returns one rule with its state.
+func (s *Service) Get(ctx context.Context, app, name string) (*View, error) {
+	r, err := loadRule(s.db(ctx), app, name)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	row, st, err := loadState(s.db(ctx), r.ID)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	v := r.view(row, st)
+	return &v, nil
+}
+
+// Evaluations returns the newest evaluations of a rule, newest first (at
+// most limit; 0 means 50).
+func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) ([]Evaluation, error) {
+	r, err := loadRule(s.db(ctx), app, name)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	var rows []evaluationRow
+	if err := s.db(ctx).Where("trigger_id = ?", r.ID).Order("id DESC").Limit(min(limit, keepEvaluations)).Find(&rows).Error; err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]Evaluation, len(rows))
+	for i := range rows {
+		out[i] = rows[i].view()
+	}
+	return out, nil
+}
+
+// check returns the query check of build for app's sources.
+func (s *Service) check(ctx context.Context, app string) func(source, query string) *server.FieldError {
+	return func(source, query string) *server.FieldError {
+		src, err := s.sources.For(source, app)
+		if err != nil {
+			return &server.FieldError{Field: "source", Msg: err.Error()}
+		}
+		if err := src.Check(ctx, query); err != nil {
+			var qe *signal.QueryError
+			if errors.As(err, &qe) {
+				return &server.FieldError{Field: "query", Msg: qe.Msg}
+			}
+			return &server.FieldError{Field: "query", Msg: "could not be checked: " + err.Error()}
+		}
+		return nil
+	}
+}
+
+// stamp sets the bookkeeping of a rule written by a at version v.
+func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
+	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneLine(reason, 1000), a.Name, now
+}
+
+// Create validates and stores a new rule. It starts from the switch as it
+// is: a rule created on a switch that is on holds it, and turns it off
+// once the metric recovers.
+func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*View, error) {
+	var out View
+	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			r, err := build(app, in, s.check(ctx, app))
+			if err != nil {
+				return "", nil, nil, err
+			}
+			sw, err := loadSwitch(tx, app, r.SwitchName)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if _, err := loadRule(tx, app, r.Name); err == nil {
+				return "", nil, nil, &server.ExistsError{Field: "name", Name: app + "/" + r.Name}
+			} else if !errors.Is(err, server.ErrNotFound) {
+				return "", nil, nil, err
+			}
+			if err := checkOneEnforcer(tx, r); err != nil {
+				return "", nil, nil, err
+			}
+			now := s.core.Now()
+			stamp(r, a, in.Reason, 1, now)
+			r.CreatedAt = now
+			if err := tx.Create(r).Error; err != nil {
+				return "", nil, nil, err
+			}
+			st := Fresh(switchOn(sw), now)
+			row, err := insertState(tx, r.ID, st, now)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			out = r.view(row, st)
+			return r.Target(), nil, r.config(), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Update merges p over a rule. A running hold ends (the thresholds it was
+// judged by changed); a lock or pause stays.
+func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, p Patch) (*View, error) {
+	var out View
+	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerUpdate, Reason: p.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadRule(tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			in := cur.Input()
+			if len(p.Fields) > 0 {
+				if err := server.DecodeStrict(p.Fields, &in); err != nil {
+					return "", nil, nil, err
+				}
+			}
+			var v fieldErrors
+			if in.Name != cur.Name {
+				v.add("name", "cannot be changed; create a rule with the new name and delete this one")
+			}
+			if in.Switch != cur.SwitchName {
+				v.add("switch", "cannot be changed; create a rule for the other switch")
+			}
+			if err := v.err(); err != nil {
+				return "", nil, nil, err
+			}
+			next, err := build(app, in, s.check(ctx, app))
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(p.Version, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			next.ID, next.CreatedAt = cur.ID, cur.CreatedAt
+			if err := checkOneEnforcer(tx, next); err != nil {
+				return "", nil, nil, err
+			}
+			sw, err := loadSwitch(tx, app, cur.SwitchName)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			now := s.core.Now()
+			stamp(next, a, p.Reason, cur.Version+1, now)
+			res := tx.Model(&Rule{}).Where("id = ? AND version = ?", cur.ID, cur.Version).Select("*").Omit("id", "created_at").Updates(next)
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			}
+			row, st, err := loadState(tx, cur.ID)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			st = st.Reconfigured(next.Mode != cur.Mode, switchOn(sw), now)
+			if err := saveState(tx, row, st, nil, now); err != nil {
+				return "", nil, nil, err
+			}
+			out = next.view(row, st)
+			return next.Target(), cur.config(), next.config(), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Delete removes a rule, its state and its evaluations, and resolves its
+// open findings. The switch stays as it is.
+func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, c server.Change) error {
+	return s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerDelete, Reason: c.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			cur, err := loadRule(tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := checkVersion(c.Version, cur.Version); err != nil {
+				return "", nil, nil, err
+			}
+			for _, m := range []any{&evaluationRow{}, &stateRow{}} {
+				if err := tx.Where("trigger_id = ?", cur.ID).Delete(m).Error; err != nil {
+					return "", nil, nil, err
+				}
+			}
+			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Rule{})
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			}
+			if err := resolveFindings(tx, cur, "rule deleted by "+a.Name, s.core.Now()); err != nil {
+				return "", nil, nil, err
+			}
+			return cur.Target(), cur.config(), nil, nil
+		}})
+}
+
+// stateChange is an audited change of a rule's state by a person: mutate
+// gets the rule, its state and its switch, and returns the next state or
+// an error that aborts the change.
+func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.Action, app, name, reason string,
+	mutate func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error)) (*View, error) {
+	var out View
+	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			r, err := loadRule(tx, app, name)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			row, st, err := loadState(tx, r.ID)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			sw, err := loadSwitch(tx, app, r.SwitchName)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			before := r.view(row, st)
+			now := s.core.Now()
+			next, err := mutate(tx, r, st, sw, now)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := saveState(tx, row, next, nil, now); err != nil {
+				return "", nil, nil, err
+			}
+			out = r.view(row, next)
+			return r.Target(), before, out, nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Pause stops a rule until a person resumes it; the switch stays as it is.
+func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerPause, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+		if st.Paused {
+			return st, fmt.Errorf("%w: %s is already paused (by %s: %s)", server.ErrConflict, r.Target(), st.PausedBy, st.PauseReason)
+		}
+		return st.Pause(a.Name, oneLine(reason, 500), now), nil
+	})
+}
+
+// Resume hands the switch back to a paused or locked rule, as the switch
+// is now (on: the rule turns it off once the metric recovers), and
+// resolves the rule's lock and hand-off findings.
+func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerResume, app, name, reason, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
+		if !st.Paused && st.Phase != PhaseLocked {
+			return st, fmt.Errorf("%w: %s is neither paused nor locked (it is %s)", server.ErrConflict, r.Target(), st.Status())
+		}
+		return st.Resume(switchOn(sw), now), resolveFindings(tx, r, "resumed by "+a.Name, now)
+	})
+}
+
+// Confirm confirms the recovery a rule proposes (confirm_recovery): the
+// leader's job turns the switch off at its next step, as the rule, saying
+// who confirmed.
+func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
+	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+		switch {
+		case st.Paused:
+			return st, fmt.Errorf("%w: %s is paused; resume it first", server.ErrConflict, r.Target())
+		case st.Phase != PhaseAwaiting:
+			return st, fmt.Errorf("%w: %s proposes no recovery (it is %s)", server.ErrConflict, r.Target(), st.Status())
+		case st.ConfirmedBy != "":
+			return st, fmt.Errorf("%w: %s's recovery was confirmed by %s already", server.ErrConflict, r.Target(), st.ConfirmedBy)
+		}
+		st.ConfirmedBy, st.ConfirmedAt = a.Name, now
+		return st, nil
+	})
+	if err == nil {
+		s.kick()
+	}
+	return v, err
+}
+
+// kick asks the job for a step now (it takes effect on the leader).
+func (s *Service) kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// checkVersion compares the caller's expected version with the stored one.
+func checkVersion(expected *int64, current int64) error {
+	if expected != nil && *expected != current {
+		return fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *expected, current)
+	}
+	return nil
+}
+
+// resolveFindings resolves the lock and hand-off findings of rule r.
+func resolveFindings(tx *gorm.DB, r *Rule, why string, now time.Time) error {
+	for _, k := range []finding.Kind{finding.TriggerLocked, finding.TriggerHandoff} {
+		if _, err := finding.Resolve(tx, k, r.Target(), why, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
