@@ -158,8 +158,8 @@ func jsonString(v any) string {
 	return string(b)
 }
 
-// checkVersion compares the caller's expected version with the stored one.
-func checkVersion(expected *int64, current int64) error {
+// CheckVersion compares the caller's expected version with the stored one.
+func CheckVersion(expected *int64, current int64) error {
 	if expected != nil && *expected != current {
 		return fmt.Errorf("%w: version %d is stale, current is %d", ErrConflict, *expected, current)
 	}
@@ -196,11 +196,12 @@ func (s *Service) Commit(ctx context.Context, a Audited) error {
 	return err
 }
 
-// PersonChange tells automation that a person changed a switch.
+// PersonChange tells automation that a person changed a switch, and why.
 type PersonChange struct {
 	App, Name string
 	Actor     Actor
 	Action    audit.Action
+	Reason    string
 	At        time.Time
 }
 
@@ -220,7 +221,7 @@ func (s *Service) tellAutomation(tx *gorm.DB, c change) error {
 		return nil
 	}
 	j := &JobTx{s: s, tx: tx}
-	pc := PersonChange{App: c.Publish.app, Name: c.Publish.name, Actor: c.Actor, Action: c.Action, At: s.now()}
+	pc := PersonChange{App: c.Publish.app, Name: c.Publish.name, Actor: c.Actor, Action: c.Action, Reason: strings.TrimSpace(c.Reason), At: s.now()}
 	for _, fn := range s.personChanged {
 		if err := fn(j, pc); err != nil {
 			return err

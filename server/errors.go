@@ -28,6 +28,20 @@ func (e *ExistsError) Error() string { return ErrAlreadyExists.Error() + ": " + 
 
 func (e *ExistsError) Unwrap() error { return ErrAlreadyExists }
 
+// StateError is ErrConflict about the state of an entity rather than its
+// version ("the rule is not paused"): the request is well formed, but the
+// entity is not in a state that allows it.
+type StateError struct{ Msg string }
+
+func (e *StateError) Error() string { return "server: " + e.Msg }
+
+func (e *StateError) Unwrap() error { return ErrConflict }
+
+// Conflictf returns a StateError.
+func Conflictf(format string, args ...any) error {
+	return &StateError{Msg: fmt.Sprintf(format, args...)}
+}
+
 // FieldError is a validation error that names the offending request field.
 type FieldError = wire.FieldError
 

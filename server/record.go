@@ -167,7 +167,7 @@ func updateChange[T any, P entity[T]](s *Service, op entityOp, mutate func(P) er
 			return "", nil, nil, err
 		}
 		old := cur.base()
-		if err := checkVersion(op.Version, old.Version); err != nil {
+		if err := CheckVersion(op.Version, old.Version); err != nil {
 			return "", nil, nil, err
 		}
 		op.stamp(next.base(), old.Version+1, s.now())
@@ -192,7 +192,7 @@ func remove[T any, P entity[T]](ctx context.Context, s *Service, op entityOp) (R
 			return "", nil, nil, err
 		}
 		old := cur.base()
-		if err := checkVersion(op.Version, old.Version); err != nil {
+		if err := CheckVersion(op.Version, old.Version); err != nil {
 			return "", nil, nil, err
 		}
 		res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))

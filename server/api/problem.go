@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Problem is an RFC 9457 problem document. Field names the request field
@@ -41,6 +42,7 @@ var (
 // where errors become status codes (the web UI uses it too).
 func ProblemFor(err error) Problem {
 	var ve *server.ValidationError
+	var se *server.StateError
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The client went away: nobody reads this answer, and it is not a
@@ -64,6 +66,8 @@ func ProblemFor(err error) Problem {
 		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: Clean(err)}
 	case errors.Is(err, server.ErrNotFound):
 		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: Clean(err)}
+	case errors.As(err, &se):
+		return Problem{Type: "/problems/state-conflict", Title: "Conflict", Status: http.StatusConflict, Detail: Clean(err)}
 	case errors.Is(err, server.ErrConflict):
 		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: Clean(err), Field: "version"}
 	case errors.Is(err, server.ErrAlreadyExists):
@@ -79,6 +83,8 @@ func ProblemFor(err error) Problem {
 			Detail: "the database did not answer within the request timeout; read the current state (versions tell) before retrying a change"}
 	case errors.Is(err, server.ErrUnavailable):
 		return Problem{Type: "/problems/unavailable", Title: "Database unavailable", Status: http.StatusServiceUnavailable, Detail: "nothing was changed; retry when the database is back"}
+	case errors.Is(err, signal.ErrUnavailable):
+		return Problem{Type: "/problems/source-unavailable", Title: "Metric source unavailable", Status: http.StatusServiceUnavailable, Detail: Clean(err)}
 	case errors.Is(err, server.ErrEtcdUnavailable):
 		return Problem{Type: "/problems/etcd-unavailable", Title: "etcd unavailable", Status: http.StatusServiceUnavailable, Detail: Clean(err)}
 	}

@@ -251,8 +251,8 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
 				return "", nil, nil, err
 			}
-			if ch.Version != nil && *ch.Version != d.Version {
-				return "", nil, nil, fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *ch.Version, d.Version)
+			if err := server.CheckVersion(ch.Version, d.Version); err != nil {
+				return "", nil, nil, err
 			}
 			before := d.View(now)
 			old, _ := d.spec()
@@ -289,13 +289,13 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
 				return "", nil, nil, err
 			}
-			if c.Version != nil && *c.Version != d.Version {
-				return "", nil, nil, fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *c.Version, d.Version)
+			if err := server.CheckVersion(c.Version, d.Version); err != nil {
+				return "", nil, nil, err
 			}
 			var open Run
 			err := tx.Where("app = ? AND drill = ? AND finished_at IS NULL", app, name).Take(&open).Error
 			if err == nil {
-				return "", nil, nil, fmt.Errorf("%w: run #%d of the drill is in progress; abort it first", server.ErrConflict, open.Number)
+				return "", nil, nil, server.Conflictf("run #%d of the drill is in progress; abort it first", open.Number)
 			} else if !errors.Is(err, gorm.ErrRecordNotFound) {
 				return "", nil, nil, err
 			}
@@ -373,7 +373,7 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 			}
 			before := out.View()
 			if !out.Open() || out.Phase == PhaseRecovering {
-				return "", nil, nil, fmt.Errorf("%w: run #%d is %s already", server.ErrConflict, number, cmpOr(out.Outcome, "reverting"))
+				return "", nil, nil, server.Conflictf("run #%d is %s already", number, cmpOr(out.Outcome, "reverting"))
 			}
 			out.AbortRequest = fmt.Sprintf("aborted by %s: %s", a.Name, strings.TrimSpace(in.Reason))
 			if err := tx.Model(&Run{}).Where("id = ?", out.ID).Update("abort_request", out.AbortRequest).Error; err != nil {

@@ -177,7 +177,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			if err := next.validate(p.Reason); err != nil {
 				return "", nil, nil, err
 			}
-			if err := checkVersion(p.Version, cur.Version); err != nil {
+			if err := server.CheckVersion(p.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
 			stamp(&next, a, p.Reason, cur.Version+1, now)
@@ -210,7 +210,7 @@ func (s *Service) DeleteChannel(ctx context.Context, a server.Actor, name string
 			if err != nil {
 				return "", nil, nil, err
 			}
-			if err := checkVersion(c.Version, cur.Version); err != nil {
+			if err := server.CheckVersion(c.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
 			// Explicitly: SQLite does not enforce the foreign key's cascade.
@@ -226,13 +226,6 @@ func (s *Service) DeleteChannel(ctx context.Context, a server.Actor, name string
 			}
 			return cur.Target(), cur.auditView(), nil, nil
 		}})
-}
-
-func checkVersion(expected *int64, current int64) error {
-	if expected != nil && *expected != current {
-		return fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *expected, current)
-	}
-	return nil
 }
 
 // DeliveryView is one entry of the delivery log.

@@ -265,7 +265,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err != nil {
 				return "", nil, nil, err
 			}
-			if err := checkVersion(p.Version, cur.Version); err != nil {
+			if err := server.CheckVersion(p.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
 			next.ID, next.CreatedAt = cur.ID, cur.CreatedAt
@@ -311,7 +311,7 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 			if err != nil {
 				return "", nil, nil, err
 			}
-			if err := checkVersion(c.Version, cur.Version); err != nil {
+			if err := server.CheckVersion(c.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
 			for _, m := range []any{&evaluationRow{}, &stateRow{}} {
@@ -375,7 +375,7 @@ func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.
 func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
 	return s.stateChange(ctx, a, audit.TriggerPause, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		if st.Paused {
-			return st, fmt.Errorf("%w: %s is already paused (by %s: %s)", server.ErrConflict, r.Target(), st.PausedBy, st.PauseReason)
+			return st, server.Conflictf("%s is already paused (by %s: %s)", r.Target(), st.PausedBy, st.PauseReason)
 		}
 		return st.Pause(a.Name, oneLine(reason, 500), now), nil
 	})
@@ -387,7 +387,7 @@ func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason s
 func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
 	return s.stateChange(ctx, a, audit.TriggerResume, app, name, reason, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
 		if !st.Paused && st.Phase != PhaseLocked {
-			return st, fmt.Errorf("%w: %s is neither paused nor locked (it is %s)", server.ErrConflict, r.Target(), st.Status())
+			return st, server.Conflictf("%s is neither paused nor locked (it is %s)", r.Target(), st.Status())
 		}
 		return st.Resume(switchOn(sw), now), resolveFindings(tx, r, "resumed by "+a.Name, now)
 	})
@@ -400,11 +400,11 @@ func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name, reason
 	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		switch {
 		case st.Paused:
-			return st, fmt.Errorf("%w: %s is paused; resume it first", server.ErrConflict, r.Target())
+			return st, server.Conflictf("%s is paused; resume it first", r.Target())
 		case st.Phase != PhaseAwaiting:
-			return st, fmt.Errorf("%w: %s proposes no recovery (it is %s)", server.ErrConflict, r.Target(), st.Status())
+			return st, server.Conflictf("%s proposes no recovery (it is %s)", r.Target(), st.Status())
 		case st.ConfirmedBy != "":
-			return st, fmt.Errorf("%w: %s's recovery was confirmed by %s already", server.ErrConflict, r.Target(), st.ConfirmedBy)
+			return st, server.Conflictf("%s's recovery was confirmed by %s already", r.Target(), st.ConfirmedBy)
 		}
 		st.ConfirmedBy, st.ConfirmedAt = a.Name, now
 		return st, nil
@@ -421,14 +421,6 @@ func (s *Service) kick() {
 	case s.wake <- struct{}{}:
 	default:
 	}
-}
-
-// checkVersion compares the caller's expected version with the stored one.
-func checkVersion(expected *int64, current int64) error {
-	if expected != nil && *expected != current {
-		return fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *expected, current)
-	}
-	return nil
 }
 
 // resolveFindings resolves the lock and hand-off findings of rule r.
