@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/rollout"
 )
 
 // Config wires the API to its dependencies.
@@ -40,11 +41,18 @@ type Config struct {
 // Domains are the services of the job domains (staged rollouts,
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of handlers here and registers its routes in registerDomains.
-type Domains struct{}
+type Domains struct {
+	// Rollouts are the staged rollouts (rollouts.go).
+	Rollouts *rollout.Service
+}
 
 // registerDomains mounts each job domain's routes: apps is
 // /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
-func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {}
+func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
+	if d.Rollouts != nil {
+		registerRollouts(apps, d.Rollouts)
+	}
+}
 
 type handler struct {
 	svc   *server.Service

@@ -2,6 +2,7 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
 
@@ -15,5 +16,13 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		ad api.Domains
 		wd webui.Domains
 	)
+
+	// Staged rollouts: the leader advances the plans; a person's change
+	// to a switch pauses its plan.
+	rollouts := rollout.New(rollout.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources})
+	c.Scheduler.Add(rollouts.Job())
+	c.Service.OnPersonChange(rollouts.OnPersonChange)
+	ad.Rollouts, wd.Rollouts = rollouts, rollouts
+
 	return ad, wd, nil
 }

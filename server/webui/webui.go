@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -61,12 +62,19 @@ type Deps struct {
 // Domains are the services of the job domains (staged rollouts,
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of pages here, which registerDomains mounts.
-type Domains struct{}
+type Domains struct {
+	// Rollouts are the staged rollouts (rollouts.go).
+	Rollouts *rollout.Service
+}
 
 // registerDomains mounts each job domain's pages on in (signed in, CSRF
 // checked) and registers its sections of the switch page and the Overview
 // (sections.go).
-func (h *handler) registerDomains(in *gin.RouterGroup) {}
+func (h *handler) registerDomains(in *gin.RouterGroup) {
+	if h.domains.Rollouts != nil {
+		h.registerRollouts(in)
+	}
+}
 
 // UI is the web console.
 type UI struct{ h *handler }

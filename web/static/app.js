@@ -77,6 +77,13 @@
 
   if (liveURL && window.EventSource) {
     connect();
+    // A region showing something in motion that instance acks do not
+    // announce (a rollout's applied N/M, the time left in its hold) asks
+    // with data-live-every="<seconds>" to be refreshed that often too.
+    setInterval(function () {
+      var el = document.querySelector("[data-live][data-live-every]");
+      if (el && Date.now() - last >= 1000 * parseInt(el.getAttribute("data-live-every"), 10)) schedule();
+    }, 1000);
     // A region skipped while busy is refreshed once the user leaves it.
     document.addEventListener("focusout", function () { if (pending) setTimeout(refresh, 200); });
     document.addEventListener("toggle", function (e) {
