@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,8 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/promtest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/rollout"
 )
@@ -302,4 +305,164 @@ func isSubset(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// keysOn is the set of request keys (of 2,000) for which the client sees
+// the switch on: with key stickiness, "the same keys" is this set.
+func keysOn(fc *fleetClient) []string {
+	var on []string
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("tenant-%d", i)
+		if fc.h.On(sdk.WithKey(context.Background(), k)) {
+			on = append(on, k)
+		}
+	}
+	return on
+}
+
+// switchState reads what a revert must put back exactly.
+func switchState(t testing.TB, c *console.Console, app, name string) (server.SwitchState, int64) {
+	t.Helper()
+	sw, err := c.Service.GetSwitch(context.Background(), app, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sw.Saved(), sw.Version
+}
+
+func count(t testing.TB, c *console.Console, table, where string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := c.DB.Table(table).Where(where, args...).Count(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRolloutGates: a health condition on a real Prometheus series the
+// test controls, and one on the fleet's own signals, each fail during a
+// hold and revert the switch exactly as it was before the plan — state,
+// rollout, on-since, expiry, and with key stickiness the same keys. A
+// condition with no data pauses the plan: no data is not health.
+func TestRolloutGates(t *testing.T) {
+	const app = "checkout"
+	prom := promtest.Start(t)
+	e := newEnv(t)
+	c := e.start(func(c *console.Config) { c.PrometheusURL = prom.URL })
+	waitLeader(t, c)
+	for _, name := range []string{"pay", "cart", "slow"} {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
+	}
+	fc := e.startClients(app, "pay", []string{"gate-1"}, map[string]string{"zone": "a"})[0]
+
+	t.Run("a failing Prometheus series reverts exactly", func(t *testing.T) {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken,
+			`{"reason":"half a percent of tenants","rollout":{"percent":0.5,"stickiness":"key","selector":"zone=a"}}`), 200)
+		before, version := switchState(t, c, app, "pay")
+		eventually(t, 10*time.Second, "the client applied the manual change", func() bool { return fc.c.Switches()["pay"].Version == version })
+		keysBefore := keysOn(fc)
+		prom.Exporter.Set("checkout_error_ratio", 0.01)
+		prom.Sync(t)
+
+		id := startPlan(t, c, app, `{"switch":"pay","steps":[{"percent":10,"hold":"10m"},{"percent":100}],`+
+			`"gate":{"interval":"1s","conditions":[{"source":"prometheus","query":"max(checkout_error_ratio)","op":"<","threshold":0.05}]},"reason":"widen"}`)
+		v := waitPlan(t, c, app, id, 20*time.Second, "a passing measurement in step 1's hold", func(v rollout.View) bool {
+			s := step(v, 0)
+			return s != nil && s.Measurements > 0 && s.Passed
+		})
+		if got := *v.History[0].Verdicts[0].Value; got != 0.01 {
+			t.Fatalf("verdict value %v", got)
+		}
+		eventually(t, 10*time.Second, "the client applied 10 %", func() bool { return len(keysOn(fc)) > len(keysBefore) })
+		t.Logf("step 1 holds at %s: %d of 2000 keys on (%d before); error ratio 0.01 passes", v.History[0].Target, len(keysOn(fc)), len(keysBefore))
+
+		prom.Exporter.Set("checkout_error_ratio", 0.5)
+		failed := time.Now()
+		prom.Sync(t)
+		v = waitPlan(t, c, app, id, 20*time.Second, "the plan reverts", func(v rollout.View) bool { return v.State == rollout.Reverted })
+		t.Logf("reverted %v after the series turned bad: %s", time.Since(failed).Round(time.Millisecond), v.Note)
+		if !strings.Contains(v.Note, "condition 1 (prometheus max(checkout_error_ratio) < 0.05) was 0.5") {
+			t.Errorf("note %q", v.Note)
+		}
+		after, _ := switchState(t, c, app, "pay")
+		if !reflect.DeepEqual(after, before) {
+			t.Fatalf("after the revert:\n %+v\nbefore the plan:\n %+v", after, before)
+		}
+		eventually(t, 10*time.Second, "the client serves the same keys as before", func() bool { return slices.Equal(keysOn(fc), keysBefore) })
+		cause := rollout.Cause(app, "pay", id)
+		changes := planChanges(t, c, app, "pay", cause)
+		if len(changes) != 2 || changes[0].Action != audit.SwitchOn || changes[1].Action != audit.SwitchRestore {
+			t.Fatalf("switch changes by the plan: %+v", changes)
+		}
+		plans := events(t, c, cause)
+		if last := plans[len(plans)-1]; last.Action != audit.RolloutRevert || last.ActorKind != audit.ActorRollout {
+			t.Fatalf("last plan event %+v", last)
+		}
+		if n := count(t, c, "notifications", "kind = ? AND target = ?", "rollout.reverted", cause); n != 1 {
+			t.Fatalf("%d rollout.reverted notifications", n)
+		}
+	})
+
+	t.Run("a failing fleet condition reverts exactly", func(t *testing.T) {
+		cart := fc.c.Switch("cart")
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { // the service's traffic: it asks the switch all the time
+			defer close(done)
+			tick := time.NewTicker(5 * time.Millisecond)
+			defer tick.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+					cart.On(context.Background())
+				}
+			}
+		}()
+		defer func() { close(stop); <-done }()
+		eventually(t, 10*time.Second, "the fleet reports reads of cart", func() bool { return c.Fleet.Switch(app, "cart").Signals == 1 })
+		before, _ := switchState(t, c, app, "cart")
+
+		id := startPlan(t, c, app, `{"switch":"cart","template":"default",`+
+			`"gate":{"interval":"1s","conditions":[{"source":"fleet","query":"degraded_share{switch=\"cart\"}","op":"<","threshold":0.5}]},"reason":"stage it"}`)
+		v := waitPlan(t, c, app, id, 30*time.Second, "the plan reverts", func(v rollout.View) bool { return v.State == rollout.Reverted })
+		s := step(v, 0)
+		t.Logf("step 1 (%s; %s) reverted after %d measurements: %s", s.Target, s.Raised, s.Measurements, v.Note)
+		if s.Raised == "" || !strings.Contains(s.Raised, "gate-1 is in") {
+			t.Errorf("the first step did not say which instance it reaches: %q", s.Raised)
+		}
+		if !strings.Contains(v.Note, `degraded_share{switch="cart"} < 0.5) was 1`) {
+			t.Errorf("note %q", v.Note)
+		}
+		after, _ := switchState(t, c, app, "cart")
+		if !reflect.DeepEqual(after, before) {
+			t.Fatalf("after the revert %+v, before the plan %+v", after, before)
+		}
+		eventually(t, 10*time.Second, "the client sees cart off again", func() bool { return !cart.On(context.Background()) })
+	})
+
+	t.Run("a condition without data pauses", func(t *testing.T) {
+		id := startPlan(t, c, app, `{"switch":"slow","steps":[{"percent":100,"hold":"1m"}],`+
+			`"gate":{"interval":"1s","conditions":[{"source":"prometheus","query":"max(no_such_series)","op":"<","threshold":1}]},"reason":"stage it"}`)
+		v := waitPlan(t, c, app, id, 20*time.Second, "the plan pauses", func(v rollout.View) bool { return v.State == rollout.Paused })
+		t.Logf("paused: %s", v.Note)
+		if !strings.Contains(v.Note, "had no data, and no data is not health") || v.History[0].Verdicts[0].Outcome != rollout.VerdictNoData {
+			t.Fatalf("note %q, verdicts %+v", v.Note, v.History[0].Verdicts)
+		}
+		if st, _ := switchState(t, c, app, "slow"); st.State != wire.StateOn || st.Rollout.Percent != 100 {
+			t.Fatalf("a pause moved the switch: %+v", st)
+		}
+		cause := rollout.Cause(app, "slow", id)
+		plans := events(t, c, cause)
+		if last := plans[len(plans)-1]; last.Action != audit.RolloutPause || last.ActorKind != audit.ActorRollout {
+			t.Fatalf("last plan event %+v", last)
+		}
+		if n := count(t, c, "findings", "kind = ? AND target = ? AND resolved_at IS NULL", "rollout_paused", cause); n != 1 {
+			t.Fatalf("%d open rollout_paused findings", n)
+		}
+		if n := count(t, c, "notifications", "kind = ? AND target = ?", "rollout.paused", cause); n != 1 {
+			t.Fatalf("%d rollout.paused notifications", n)
+		}
+	})
 }

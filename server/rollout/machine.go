@@ -220,7 +220,7 @@ func measure(p Plan, pr *Progress, cur *StepRecord, verdicts []Verdict, now time
 		if cur.Failures <= g.FailureLimit {
 			return Action{}, false
 		}
-		why := fmt.Sprintf("%s failed its gate: %s (%d failed measurements, %d tolerated)", step, failed, cur.Failures, g.FailureLimit)
+		why := fmt.Sprintf("%s failed its gate: %s (%s, %d tolerated)", step, failed, plural(cur.Failures, "failed measurement"), g.FailureLimit)
 		pr.end(OutcomeFailed, why, now)
 		if p.OnFailure == FailRevert {
 			return Action{Kind: Revert, Reason: why}, true
@@ -366,6 +366,14 @@ func previous(pr Progress, k int, before server.SwitchState) (off bool, r wire.R
 		}
 	}
 	return before.State != wire.StateOn, before.Rollout, nil
+}
+
+// plural writes "1 failed measurement", "2 failed measurements".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // listed keeps at most maxListed ids.
