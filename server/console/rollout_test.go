@@ -466,3 +466,219 @@ func TestRolloutGates(t *testing.T) {
 		}
 	})
 }
+
+// TestRolloutLeaderKilledDuringHold: the leader (a child process) is
+// SIGKILLed three seconds into a ten-second hold; the other console takes
+// over and resumes the same hold — it ends ten seconds after the
+// convergence the dead leader recorded, not ten seconds after the
+// takeover — and no step is applied twice: the audit log has one change
+// per step.
+func TestRolloutLeaderKilledDuringHold(t *testing.T) {
+	const app, name, hold = "checkout", "reco", 10 * time.Second
+	e := newEnv(t)
+	boot := e.start(func(c *console.Config) { c.ConsoleID = "boot" })
+	mustStatus(t, call(t, boot, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	stop(boot)
+
+	dying := e.startProcess("dying")
+	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	survivor := e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
+	e.startClients(app, name, []string{"k-1", "k-2"}, nil)
+
+	id := startPlan(t, survivor, app, `{"switch":"reco","steps":[{"percent":10,"hold":"10s"},{"percent":100}],"reason":"stage"}`)
+	v := waitPlan(t, survivor, app, id, 20*time.Second, "step 1 converges under the first leader", func(v rollout.View) bool { return converged(v, 0) })
+	convergedAt := *v.History[0].ConvergedAt
+	if electionLeader(e) != "dying" {
+		t.Fatal("the first leader is gone before the hold")
+	}
+	<-time.After(time.Until(convergedAt.Add(3 * time.Second))) // the child runs on real time: kill it inside its hold
+	killed := dying.kill(t)
+	eventually(t, 15*time.Second, "the survivor leads", survivor.Scheduler.Leading)
+	leading := time.Now()
+
+	v = waitPlan(t, survivor, app, id, 30*time.Second, "the survivor finishes the plan", func(v rollout.View) bool { return v.State == rollout.Done })
+	step2 := v.History[1].StartedAt
+	t.Logf("killed %v into the hold; the survivor led %v later; step 2 applied %v after step 1 converged (hold %v)",
+		killed.Sub(convergedAt).Round(time.Millisecond), leading.Sub(killed).Round(time.Millisecond), step2.Sub(convergedAt).Round(time.Millisecond), hold)
+	if got := *v.History[0].ConvergedAt; !got.Equal(convergedAt) {
+		t.Fatalf("the hold was restarted: converged at %v, the first leader recorded %v", got, convergedAt)
+	}
+	if step2.Before(convergedAt.Add(hold)) {
+		t.Fatalf("step 2 at %v, before the hold's end %v", step2, convergedAt.Add(hold))
+	}
+	if !step2.Before(leading.Add(hold)) {
+		t.Fatalf("step 2 at %v: the survivor held again from its takeover (%v)", step2, leading)
+	}
+	if len(v.History) != 2 {
+		t.Fatalf("history %+v", v.History)
+	}
+	cause := rollout.Cause(app, name, id)
+	changes := planChanges(t, survivor, app, name, cause)
+	if len(changes) != 2 || !strings.Contains(changes[0].Reason, "step 1 of 2") || !strings.Contains(changes[1].Reason, "step 2 of 2: 100 %") {
+		t.Fatalf("switch changes by the plan (want one per step): %+v", changes)
+	}
+	for _, ev := range events(t, survivor, cause) {
+		t.Logf("plan event #%d %s by %s (%s)", ev.ID, ev.Action, ev.Actor, ev.ActorKind)
+	}
+	if res, err := survivor.Service.VerifyAudit(context.Background()); err != nil || !res.OK() {
+		t.Fatalf("audit chain: %+v %v", res, err)
+	}
+}
+
+// act posts a pause, resume, abort or advance and returns the answer.
+func act(t testing.TB, c *console.Console, app string, id int64, action, body string) response {
+	t.Helper()
+	return call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/rollouts/%d/%s", app, id, action), adminToken, body)
+}
+
+// TestRolloutPeopleWin: a person turns the switch off during a plan; the
+// plan pauses in the same transaction and says so, and the audit log has
+// both. It stays paused however much time passes, a second plan for the
+// switch is refused, and a person's resume, advance and abort (with
+// revert) each do what they say, audited with their reasons.
+func TestRolloutPeopleWin(t *testing.T) {
+	const app = "checkout"
+	e := newEnv(t)
+	clk := &testClock{}
+	c := e.startWith(clk.option())
+	waitLeader(t, c)
+	for _, name := range []string{"reco", "other"} {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
+	}
+	fc := e.startClients(app, "reco", []string{"p-1", "p-2", "p-3"}, nil)
+	id := startPlan(t, c, app, `{"switch":"reco","template":"default","reason":"stage the fallback"}`)
+	cause := rollout.Cause(app, "reco", id)
+	waitPlan(t, c, app, id, 20*time.Second, "step 1 converges", func(v rollout.View) bool { return converged(v, 0) })
+
+	off := mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/reco/off", adminToken, `{"reason":"INC-9 the fallback is wrong"}`), 200)
+	v := plan(t, c, app, id)
+	if v.State != rollout.Paused || !strings.Contains(v.Note, "token:bootstrap#1 (token) made switch.off on the switch during the plan: paused, people win") {
+		t.Fatalf("after the person's change: %s %q", v.State, v.Note)
+	}
+	t.Logf("paused in the person's transaction: %q", v.Note)
+	sw := events(t, c, "switch/checkout/reco")
+	pl := events(t, c, cause)
+	personOff, pause := sw[len(sw)-1], pl[len(pl)-1]
+	if personOff.Action != audit.SwitchOff || personOff.ActorKind != audit.ActorToken || pause.Action != audit.RolloutPause ||
+		pause.ActorKind != audit.ActorRollout || pause.Cause != cause || pause.ID != personOff.ID+1 {
+		t.Fatalf("audit: person %+v, plan %+v", personOff, pause)
+	}
+	if n := count(t, c, "findings", "kind = ? AND target = ? AND resolved_at IS NULL", "rollout_paused", cause); n != 1 {
+		t.Fatalf("%d open rollout_paused findings", n)
+	}
+	if n := count(t, c, "notifications", "kind = ? AND target = ?", "rollout.paused", cause); n != 1 {
+		t.Fatalf("%d rollout.paused notifications", n)
+	}
+	if off.num("switch", "version") == 0 {
+		t.Fatal("no switch in the answer")
+	}
+
+	// An hour later — the job ran meanwhile, as a plan on another switch
+	// shows — the paused plan has not touched the switch.
+	other := startPlan(t, c, app, `{"switch":"other","steps":[{"percent":100,"hold":"1m"}],"reason":"sentinel"}`)
+	waitPlan(t, c, app, other, 20*time.Second, "the sentinel converges", func(v rollout.View) bool { return converged(v, 0) })
+	clk.advance(time.Hour)
+	waitPlan(t, c, app, other, 20*time.Second, "the job steps after the hour", func(v rollout.View) bool { return v.State == rollout.Done })
+	if v := plan(t, c, app, id); v.State != rollout.Paused || len(v.History) != 1 {
+		t.Fatalf("the paused plan moved: %s %+v", v.State, v.History)
+	}
+	if st, _ := switchState(t, c, app, "reco"); st.State != wire.StateOff {
+		t.Fatalf("the paused plan touched the switch: %+v", st)
+	}
+
+	// One active plan per switch.
+	r := call(t, c, "POST", "/api/v1/apps/checkout/rollouts", adminToken, `{"switch":"reco","template":"default","reason":"again"}`)
+	if r.Status != 409 || r.str("field") != "switch" {
+		t.Fatalf("a second plan: %d %s", r.Status, r.Raw)
+	}
+
+	// Resume applies step 1 again and restarts its gate.
+	mustStatus(t, act(t, c, app, id, "resume", `{"reason":"fallback fixed"}`), 200)
+	v = waitPlan(t, c, app, id, 20*time.Second, "step 1 applied again and converged", func(v rollout.View) bool {
+		return len(v.History) == 2 && converged(v, 1)
+	})
+	if v.History[0].Outcome != rollout.OutcomeStopped || v.History[1].Index != 0 || v.State != rollout.Running {
+		t.Fatalf("after resume: %s %+v", v.State, v.History)
+	}
+	if n := count(t, c, "findings", "kind = ? AND target = ? AND resolved_at IS NULL", "rollout_paused", cause); n != 0 {
+		t.Fatal("the finding is still open after resume")
+	}
+	// Advance skips the rest of the hold.
+	mustStatus(t, act(t, c, app, id, "advance", `{"reason":"canary looks good"}`), 200)
+	v = waitPlan(t, c, app, id, 20*time.Second, "step 2 applied", func(v rollout.View) bool { return len(v.History) == 3 })
+	if v.History[1].Outcome != rollout.OutcomeAdvanced || v.History[2].Rollout.Percent != 50 {
+		t.Fatalf("after advance: %+v", v.History)
+	}
+	// Pause, then abort with revert: the switch goes back to off, as it
+	// was before the plan.
+	mustStatus(t, act(t, c, app, id, "pause", `{"reason":"lunch"}`), 200)
+	if r := act(t, c, app, id, "pause", `{"reason":"again"}`); r.Status != 409 {
+		t.Fatalf("pausing a paused plan: %d %s", r.Status, r.Raw)
+	}
+	mustStatus(t, act(t, c, app, id, "abort", `{"reason":"not today","revert":true}`), 200)
+	v = waitPlan(t, c, app, id, 20*time.Second, "reverted", func(v rollout.View) bool { return v.State == rollout.Reverted })
+	if st, _ := switchState(t, c, app, "reco"); st.State != wire.StateOff || !reflect.DeepEqual(st, v.Before) {
+		t.Fatalf("after abort with revert: %+v, before the plan %+v", st, v.Before)
+	}
+	eventually(t, 10*time.Second, "every client sees it off", func() bool { return len(answeringOn(fc)) == 0 })
+
+	var trail []string
+	for _, ev := range events(t, c, cause) {
+		trail = append(trail, fmt.Sprintf("%s/%s", ev.Action, ev.ActorKind))
+	}
+	for _, ev := range planChanges(t, c, app, "reco", cause) {
+		trail = append(trail, fmt.Sprintf("%s/%s", ev.Action, ev.ActorKind))
+	}
+	want := []string{"rollout.create/token", "rollout.pause/rollout", "rollout.resume/token", "rollout.advance/token", "rollout.pause/token", "rollout.abort/token", "rollout.revert/rollout",
+		"switch.on/rollout", "switch.on/rollout", "switch.on/rollout", "switch.restore/rollout"}
+	if !slices.Equal(trail, want) {
+		t.Fatalf("audit trail\n %v\nwant\n %v", trail, want)
+	}
+}
+
+// TestRolloutTurnOff: recovery is a change too — a switch on for
+// everyone is turned off in stages, 50 % → hold → off, with the same
+// gates.
+func TestRolloutTurnOff(t *testing.T) {
+	const app = "checkout"
+	e := newEnv(t)
+	clk := &testClock{}
+	c := e.startWith(clk.option())
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/reco/on", adminToken, `{"reason":"INC-3","rollout":{"percent":100}}`), 200)
+	ids := []string{"d-1", "d-2", "d-3", "d-4", "d-5", "d-6"}
+	clients := e.startClients(app, "reco", ids, nil)
+	if r := call(t, c, "POST", "/api/v1/apps/checkout/rollouts", adminToken, `{"switch":"reco","template":"canaries","direction":"off","reason":"r"}`); r.Status != 400 || r.str("field") != "template" {
+		t.Fatalf("canaries off: %d %s", r.Status, r.Raw)
+	}
+	id := startPlan(t, c, app, `{"switch":"reco","direction":"off","template":"default","reason":"INC-3 resolved"}`)
+	v := waitPlan(t, c, app, id, 20*time.Second, "50 % converges", func(v rollout.View) bool { return converged(v, 0) })
+	s := step(v, 0)
+	var half []string
+	for _, id := range ids {
+		if wire.Bucket(app, "reco", id) < 5000 {
+			half = append(half, id)
+		}
+	}
+	// Narrowing, the step waits for every instance that leaves: the
+	// previous target, all six.
+	if s.Targeted != len(ids) || s.Applied != len(ids) || !slices.Equal(answeringOn(clients), half) {
+		t.Fatalf("step 1: applied %d/%d, on %v, want %v", s.Applied, s.Targeted, answeringOn(clients), half)
+	}
+	clk.advance(5 * time.Minute)
+	v = waitPlan(t, c, app, id, 20*time.Second, "done", func(v rollout.View) bool { return v.State == rollout.Done })
+	if st, _ := switchState(t, c, app, "reco"); st.State != wire.StateOff {
+		t.Fatalf("after the plan: %+v", st)
+	}
+	if s := step(v, 1); !s.Off || s.Targeted != len(half) {
+		t.Fatalf("off step: %+v (it waits for the %d instances still on)", s.StepRecord, len(half))
+	}
+	if on := answeringOn(clients); len(on) != 0 {
+		t.Fatalf("still on: %v", on)
+	}
+	changes := planChanges(t, c, app, "reco", rollout.Cause(app, "reco", id))
+	if len(changes) != 2 || changes[0].Action != audit.SwitchOn || changes[1].Action != audit.SwitchOff {
+		t.Fatalf("changes %+v", changes)
+	}
+}
