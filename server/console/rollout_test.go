@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -680,5 +681,149 @@ func TestRolloutTurnOff(t *testing.T) {
 	changes := planChanges(t, c, app, "reco", rollout.Cause(app, "reco", id))
 	if len(changes) != 2 || changes[0].Action != audit.SwitchOn || changes[1].Action != audit.SwitchOff {
 		t.Fatalf("changes %+v", changes)
+	}
+}
+
+// rolloutSnapshot is what a rejected rollout request must leave as it
+// was: the base's counts (rows, etcd keys, audit events) and the plans,
+// findings and notifications, with every plan's version.
+type rolloutSnapshot struct {
+	base                             snapshot
+	rollouts, findings, notification int64
+	versions                         int64
+}
+
+func (e *env) rolloutSnapshot(t *testing.T, c *console.Console) rolloutSnapshot {
+	t.Helper()
+	var versions struct{ N int64 }
+	if err := c.DB.Raw("SELECT COALESCE(SUM(version), 0) AS n FROM rollouts").Scan(&versions).Error; err != nil {
+		t.Fatal(err)
+	}
+	return rolloutSnapshot{e.snapshot(t, c.DB), count(t, c, "rollouts", "1 = 1"), count(t, c, "findings", "1 = 1"), count(t, c, "notifications", "1 = 1"), versions.N}
+}
+
+// TestRolloutBadInput: every bad rollout request is refused with a
+// problem document naming the field, and changes no row, etcd key or
+// audit event.
+func TestRolloutBadInput(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	for _, name := range []string{"search", "busy", "wide"} {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
+	}
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/wide/on", adminToken, `{"reason":"seed","rollout":{"percent":60}}`), 200)
+	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
+	opTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"ops","role":"operator","apps":["payments"],"reason":"payments team"}`), 201).str("token")
+	// A plan that waits for ever at its first step: no instance is live.
+	busy := startPlan(t, c, "checkout", `{"switch":"busy","template":"default","reason":"seed"}`)
+	waitPlan(t, c, "checkout", busy, 20*time.Second, "the busy plan waits for an instance", func(v rollout.View) bool {
+		return strings.Contains(v.Note, "needs at least one")
+	})
+	plans := "/api/v1/apps/checkout/rollouts"
+	busyURL := fmt.Sprintf("%s/%d", plans, busy)
+	cond := func(source, query string) string {
+		return `{"switch":"search","template":"default","reason":"r","gate":{"conditions":[{"source":"` + source + `","query":` + strconv.Quote(query) + `,"op":"<","threshold":1}]}}`
+	}
+	version := plan(t, c, "checkout", busy).Version
+	cases := []struct {
+		name, method, path, token, body string
+		status                          int
+		field                           string
+	}{
+		{"unknown switch", "POST", plans, adminToken, `{"switch":"nope","template":"default","reason":"r"}`, 400, "switch"},
+		{"bad switch name", "POST", plans, adminToken, `{"switch":"No Way","template":"default","reason":"r"}`, 400, "switch"},
+		{"percent above 100", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":101}],"reason":"r"}`, 400, "steps[0].percent"},
+		{"percent below 0", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":-1}],"reason":"r"}`, 400, "steps[0].percent"},
+		{"percent not increasing", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":50},{"percent":5}],"reason":"r"}`, 400, "steps[1].percent"},
+		{"percent of the wrong type", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":"5"}],"reason":"r"}`, 400, "steps.percent"},
+		{"negative hold", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":5,"hold":"-5m"}],"reason":"r"}`, 400, "steps[0].hold"},
+		{"unknown source", "POST", plans, adminToken, cond("graphite", "x"), 400, "gate.conditions[0].source"},
+		{"prometheus not configured", "POST", plans, adminToken, cond("prometheus", "up"), 400, "gate.conditions[0].source"},
+		{"fleet query that does not parse", "POST", plans, adminToken, cond("fleet", `degraded_rate{switch=search`), 400, "gate.conditions[0].query"},
+		{"unknown fleet metric", "POST", plans, adminToken, cond("fleet", `latency{switch="search"}`), 400, "gate.conditions[0].query"},
+		{"two active plans", "POST", plans, adminToken, `{"switch":"busy","template":"default","reason":"r"}`, 409, "switch"},
+		{"template and steps", "POST", plans, adminToken, `{"switch":"search","template":"default","steps":[{"percent":5}],"reason":"r"}`, 400, "steps"},
+		{"unknown template", "POST", plans, adminToken, `{"switch":"search","template":"yolo","reason":"r"}`, 400, "template"},
+		{"first step narrows the switch", "POST", plans, adminToken, `{"switch":"wide","template":"default","reason":"r"}`, 400, "template"},
+		{"turn off an off switch", "POST", plans, adminToken, `{"switch":"search","direction":"off","template":"default","reason":"r"}`, 400, "direction"},
+		{"bad on_no_data", "POST", plans, adminToken, `{"switch":"search","template":"default","gate":{"on_no_data":"shrug"},"reason":"r"}`, 400, "gate.on_no_data"},
+		{"min_applied above 1", "POST", plans, adminToken, `{"switch":"search","template":"default","gate":{"min_applied":2},"reason":"r"}`, 400, "gate.min_applied"},
+		{"unknown field", "POST", plans, adminToken, `{"switch":"search","template":"default","colour":"red","reason":"r"}`, 400, "colour"},
+		{"missing reason", "POST", plans, adminToken, `{"switch":"search","template":"default"}`, 400, "reason"},
+		{"reason with a newline", "POST", plans, adminToken, `{"switch":"search","template":"default","reason":"a\nb"}`, 400, "reason"},
+		{"empty body", "POST", plans, adminToken, ` `, 400, "body"},
+		{"bad app", "POST", "/api/v1/apps/Check%20Out/rollouts", adminToken, `{"switch":"search","template":"default","reason":"r"}`, 400, "app"},
+		{"viewer starts a plan", "POST", plans, viewerTok, `{"switch":"search","template":"default","reason":"r"}`, 403, ""},
+		{"operator without grant", "POST", plans, opTok, `{"switch":"search","template":"default","reason":"r"}`, 403, ""},
+		{"unknown plan", "POST", plans + "/999/pause", adminToken, `{"reason":"r"}`, 404, ""},
+		{"plan of another app", "POST", "/api/v1/apps/payments/rollouts/" + strconv.FormatInt(busy, 10) + "/pause", adminToken, `{"reason":"r"}`, 404, ""},
+		{"bad plan id", "POST", plans + "/x/pause", adminToken, `{"reason":"r"}`, 400, "id"},
+		{"pause without reason", "POST", busyURL + "/pause", adminToken, `{}`, 400, "reason"},
+		{"stale plan version", "POST", busyURL + "/pause", adminToken, fmt.Sprintf(`{"reason":"r","version":%d}`, version+7), 409, "version"},
+		{"resume a running plan", "POST", busyURL + "/resume", adminToken, `{"reason":"r"}`, 409, "version"},
+		{"revert on a pause", "POST", busyURL + "/pause", adminToken, `{"reason":"r","revert":true}`, 400, "revert"},
+		{"viewer aborts", "POST", busyURL + "/abort", viewerTok, `{"reason":"r"}`, 403, ""},
+		{"bad list filter", "GET", plans + "?active=maybe", adminToken, "", 400, "active"},
+		{"bad list limit", "GET", plans + "?limit=0", adminToken, "", 400, "limit"},
+	}
+	before := e.rolloutSnapshot(t, c)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := call(t, c, tc.method, tc.path, tc.token, tc.body)
+			if r.Status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
+			}
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+				t.Fatalf("content type %q", ct)
+			}
+			if tc.field != "" && r.str("field") != tc.field {
+				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
+			}
+		})
+	}
+	if after := e.rolloutSnapshot(t, c); after != before {
+		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// A request with several bad fields lists them all.
+	r := call(t, c, "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":150,"hold":"-1s"},{"percent":5}],"on_failure":"explode","reason":"r"}`)
+	var p struct{ Errors []struct{ Field string } }
+	_ = json.Unmarshal([]byte(r.Raw), &p)
+	var fields []string
+	for _, f := range p.Errors {
+		fields = append(fields, f.Field)
+	}
+	if r.Status != 400 || !slices.Equal(fields, []string{"steps[0].percent", "steps[0].hold", "on_failure"}) {
+		t.Fatalf("several bad fields: %d %v %s", r.Status, fields, r.Raw)
+	}
+}
+
+// TestRolloutActivePlanIndex: the database itself refuses a second active
+// plan for a switch (a unique partial index), on Postgres and on the
+// embedded SQLite, and allows any number of ended ones.
+func TestRolloutActivePlanIndex(t *testing.T) {
+	e := newEnv(t)
+	for _, db := range []struct{ name, url string }{{"postgres", e.pgURL}, {"sqlite", ""}} {
+		t.Run(db.name, func(t *testing.T) {
+			c := e.start(func(c *console.Config) { c.DatabaseURL = db.url })
+			insert := func(state string) error {
+				return c.DB.Exec(`INSERT INTO rollouts (app, switch_name, direction, state, plan, before_state, base_version, progress, version, created_by, reason, created_at, updated_at)
+					VALUES ('checkout', 'idx', 'on', ?, '{}', '{}', 1, '{}', 1, 't', 'r', ?, ?)`, state, time.Now(), time.Now()).Error
+			}
+			for _, state := range []string{"done", "aborted", "reverted", "running"} {
+				if err := insert(state); err != nil {
+					t.Fatalf("%s: %v", state, err)
+				}
+			}
+			for _, state := range []string{"pending", "running", "paused"} {
+				if err := insert(state); err == nil {
+					t.Fatalf("a second active plan (%s) was stored", state)
+				}
+			}
+			if err := insert("finished"); err == nil {
+				t.Fatal("an unknown state was stored")
+			}
+			c.DB.Exec("DELETE FROM rollouts WHERE switch_name = 'idx'")
+		})
 	}
 }

@@ -139,14 +139,14 @@ func readSwitch(tx *gorm.DB, app, name string) (*server.Switch, error) {
 
 // insert stores a new pending plan for sw.
 func (s *Service) insert(tx *gorm.DB, a server.Actor, sw *server.Switch, p Plan, template bool) (*run, error) {
-	if err := p.checkSwitch(sw, template); err != nil {
-		return nil, err
-	}
 	if other, err := activeFor(tx, sw.App, sw.Name); err != nil || other != nil {
 		if err != nil {
 			return nil, err
 		}
 		return nil, &server.ExistsError{Field: "switch", Name: fmt.Sprintf("%s/%s has staged rollout #%d %s; one active plan per switch", sw.App, sw.Name, other.ID, other.State)}
+	}
+	if err := p.checkSwitch(sw, template); err != nil {
+		return nil, err
 	}
 	planJSON, _ := json.Marshal(p)
 	before := sw.Saved()

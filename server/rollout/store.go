@@ -66,6 +66,14 @@ func decode(r row) (*run, error) {
 	if err := json.Unmarshal([]byte(r.BeforeState), &out.before); err != nil {
 		return nil, fmt.Errorf("rollout: state before plan #%d: %w", r.ID, err)
 	}
+	if len(out.plan.Steps) == 0 || out.progress.Step >= len(out.plan.Steps) {
+		return nil, fmt.Errorf("rollout: plan #%d has %d steps and is at step %d", r.ID, len(out.plan.Steps), out.progress.Step)
+	}
+	for _, rec := range out.progress.Steps {
+		if rec.Index < 0 || rec.Index >= len(out.plan.Steps) {
+			return nil, fmt.Errorf("rollout: plan #%d has a record of step %d of %d", r.ID, rec.Index, len(out.plan.Steps))
+		}
+	}
 	out.plan.Reason = r.Reason
 	return out, nil
 }
