@@ -303,28 +303,37 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 	}
 	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
-			r, err := load(tx, app, id)
-			if err != nil {
-				return "", nil, nil, err
+			// The leader records the plan's progress as it goes; without an
+			// expected version, a person's action applies to the plan as it
+			// is at the moment it commits.
+			for attempt := 1; ; attempt++ {
+				r, err := load(tx, app, id)
+				if err != nil {
+					return "", nil, nil, err
+				}
+				if in.Version != nil && *in.Version != r.Version {
+					return "", nil, nil, fmt.Errorf("%w: plan version %d is stale, current is %d", server.ErrConflict, *in.Version, r.Version)
+				}
+				if r.progress.Request != nil {
+					return "", nil, nil, fmt.Errorf("%w: %s's %s request is still being carried out", server.ErrConflict, r.progress.Request.By, r.progress.Request.Kind)
+				}
+				before := r.summary()
+				now := s.svc.Now()
+				if err := change(r, now); err != nil {
+					return "", nil, nil, err
+				}
+				err = save(tx, r, now)
+				if errors.Is(err, errStale) && in.Version == nil && attempt < 3 {
+					continue
+				}
+				if err != nil {
+					return "", nil, nil, err
+				}
+				if err := s.announce(tx, r, before.State, a.Name, now); err != nil {
+					return "", nil, nil, err
+				}
+				return r.cause(), before, r.summary(), nil
 			}
-			if in.Version != nil && *in.Version != r.Version {
-				return "", nil, nil, fmt.Errorf("%w: plan version %d is stale, current is %d", server.ErrConflict, *in.Version, r.Version)
-			}
-			if r.progress.Request != nil {
-				return "", nil, nil, fmt.Errorf("%w: %s's %s request is still being carried out", server.ErrConflict, r.progress.Request.By, r.progress.Request.Kind)
-			}
-			before := r.summary()
-			now := s.svc.Now()
-			if err := change(r, now); err != nil {
-				return "", nil, nil, err
-			}
-			if err := save(tx, r, now); err != nil {
-				return "", nil, nil, err
-			}
-			if err := s.announce(tx, r, before.State, a.Name, now); err != nil {
-				return "", nil, nil, err
-			}
-			return r.cause(), before, r.summary(), nil
 		}})
 	if err != nil {
 		return nil, mapErr(err)
@@ -488,6 +497,9 @@ func (s *Service) Preview(ctx context.Context, app string, in Input) ([]StepPrev
 	}
 	sw, err := s.svc.GetSwitch(ctx, app, in.Switch)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.checkSwitch(sw, in.Template != ""); err != nil {
 		return nil, err
 	}
 	members := s.members(app)
