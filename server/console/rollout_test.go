@@ -65,6 +65,15 @@ func (e *env) startClients(app, name string, ids []string, labels map[string]str
 	return out
 }
 
+// waitFleet waits until c's fleet model sees n live instances of app.
+func waitFleet(t testing.TB, c *console.Console, app string, n int) {
+	t.Helper()
+	eventually(t, 15*time.Second, fmt.Sprintf("the fleet model sees %d instances of %s", n, app), func() bool {
+		_, total := c.Fleet.AppliedBy(app, 0, nil)
+		return total == n
+	})
+}
+
 // answeringOn is the set of clients whose own code sees the switch on.
 func answeringOn(clients []*fleetClient) []string {
 	var on []string
@@ -183,6 +192,7 @@ func TestRolloutFollowsTheFleet(t *testing.T) {
 		ids[i] = fmt.Sprintf("inst-%02d", i)
 	}
 	clients := e.startClients(app, name, ids, nil)
+	waitFleet(t, c, app, len(ids))
 	// The stuck instance is in the 50 % step but not in the 5 % one.
 	stuck := ""
 	for i := 0; stuck == ""; i++ {
@@ -344,7 +354,9 @@ func count(t testing.TB, c *console.Console, table, where string, args ...any) i
 // test controls, and one on the fleet's own signals, each fail during a
 // hold and revert the switch exactly as it was before the plan — state,
 // rollout, on-since, expiry, and with key stickiness the same keys. A
-// condition with no data pauses the plan: no data is not health.
+// condition with no data pauses the plan: no data is not health. So do
+// three measurements in a row that cannot reach Prometheus: an error is
+// neither health nor a failure.
 func TestRolloutGates(t *testing.T) {
 	const app = "checkout"
 	prom := promtest.Start(t)
@@ -355,6 +367,7 @@ func TestRolloutGates(t *testing.T) {
 		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
 	}
 	fc := e.startClients(app, "pay", []string{"gate-1"}, map[string]string{"zone": "a"})[0]
+	waitFleet(t, c, app, 1)
 
 	t.Run("a failing Prometheus series reverts exactly", func(t *testing.T) {
 		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken,
@@ -466,6 +479,26 @@ func TestRolloutGates(t *testing.T) {
 			t.Fatalf("%d rollout.paused notifications", n)
 		}
 	})
+
+	t.Run("Prometheus down pauses, never reverts", func(t *testing.T) {
+		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"away","level":"L3","reason":"seed"}`), 201)
+		prom.Exporter.Set("checkout_error_ratio", 0.01)
+		prom.Sync(t)
+		id := startPlan(t, c, app, `{"switch":"away","steps":[{"percent":100,"hold":"1h"}],`+
+			`"gate":{"interval":"1s","conditions":[{"source":"prometheus","query":"max(checkout_error_ratio)","op":"<","threshold":0.05}]},"reason":"stage it"}`)
+		waitPlan(t, c, app, id, 20*time.Second, "a passing measurement", func(v rollout.View) bool { s := step(v, 0); return s != nil && s.Passed })
+		prom.Stop()
+		down := time.Now()
+		v := waitPlan(t, c, app, id, 30*time.Second, "the plan pauses", func(v rollout.View) bool { return v.State == rollout.Paused })
+		t.Logf("paused %v after Prometheus went away: %s", time.Since(down).Round(time.Millisecond), v.Note)
+		s := step(v, 0)
+		if !strings.Contains(v.Note, "3 measurements in a row could not ask the source") || s.Failures != 0 || s.Verdicts[0].Outcome != rollout.VerdictError {
+			t.Fatalf("note %q, record %+v", v.Note, s.StepRecord)
+		}
+		if st, _ := switchState(t, c, app, "away"); st.State != wire.StateOn {
+			t.Fatalf("an unreachable source moved the switch: %+v", st)
+		}
+	})
 }
 
 // TestRolloutLeaderKilledDuringHold: the leader (a child process) is
@@ -479,12 +512,14 @@ func TestRolloutLeaderKilledDuringHold(t *testing.T) {
 	e := newEnv(t)
 	boot := e.start(func(c *console.Config) { c.ConsoleID = "boot" })
 	mustStatus(t, call(t, boot, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	e.startClients(app, name, []string{"k-1", "k-2"}, nil)
+	waitFleet(t, boot, app, 2) // registered before the consoles below list the fleet
 	stop(boot)
 
 	dying := e.startProcess("dying")
 	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
-	e.startClients(app, name, []string{"k-1", "k-2"}, nil)
+	waitFleet(t, survivor, app, 2)
 
 	id := startPlan(t, survivor, app, `{"switch":"reco","steps":[{"percent":10,"hold":"10s"},{"percent":100}],"reason":"stage"}`)
 	v := waitPlan(t, survivor, app, id, 20*time.Second, "step 1 converges under the first leader", func(v rollout.View) bool { return converged(v, 0) })
@@ -547,6 +582,7 @@ func TestRolloutPeopleWin(t *testing.T) {
 		mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"`+name+`","level":"L3","reason":"seed"}`), 201)
 	}
 	fc := e.startClients(app, "reco", []string{"p-1", "p-2", "p-3"}, nil)
+	waitFleet(t, c, app, 3)
 	id := startPlan(t, c, app, `{"switch":"reco","template":"default","reason":"stage the fallback"}`)
 	cause := rollout.Cause(app, "reco", id)
 	waitPlan(t, c, app, id, 20*time.Second, "step 1 converges", func(v rollout.View) bool { return converged(v, 0) })
@@ -650,6 +686,7 @@ func TestRolloutTurnOff(t *testing.T) {
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/reco/on", adminToken, `{"reason":"INC-3","rollout":{"percent":100}}`), 200)
 	ids := []string{"d-1", "d-2", "d-3", "d-4", "d-5", "d-6"}
 	clients := e.startClients(app, "reco", ids, nil)
+	waitFleet(t, c, app, len(ids))
 	if r := call(t, c, "POST", "/api/v1/apps/checkout/rollouts", adminToken, `{"switch":"reco","template":"canaries","direction":"off","reason":"r"}`); r.Status != 400 || r.str("field") != "template" {
 		t.Fatalf("canaries off: %d %s", r.Status, r.Raw)
 	}
@@ -825,5 +862,70 @@ func TestRolloutActivePlanIndex(t *testing.T) {
 			}
 			c.DB.Exec("DELETE FROM rollouts WHERE switch_name = 'idx'")
 		})
+	}
+}
+
+// TestRolloutEtcdOutage: etcd goes away during a hold and stays away past
+// its end. The plan cannot learn what the fleet applied, so it does not
+// advance on the clock alone: its next step converges only once etcd is
+// back and the instances acknowledged it, and each step is applied once.
+func TestRolloutEtcdOutage(t *testing.T) {
+	const app, name = "checkout", "reco"
+	e := newEnv(t)
+	clk := &testClock{}
+	c := e.startWith(clk.option())
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	clients := e.startClients(app, name, []string{"o-1", "o-2"}, nil)
+	waitFleet(t, c, app, 2)
+	id := startPlan(t, c, app, `{"switch":"reco","steps":[{"percent":10,"hold":"1m"},{"percent":100}],"reason":"stage"}`)
+	waitPlan(t, c, app, id, 20*time.Second, "step 1 converges", func(v rollout.View) bool { return converged(v, 0) })
+
+	e.etcd.Stop()
+	clk.advance(2 * time.Minute)
+	down := clk.now()
+	eventually(t, 15*time.Second, "the console knows etcd is away", func() bool { return !c.Fleet.Synced() })
+	if v := plan(t, c, app, id); len(v.History) > 1 && converged(v, 1) {
+		t.Fatalf("step 2 converged with etcd away: %+v", v.History[1])
+	}
+	e.etcd.Restart()
+	back := time.Now()
+	v := waitPlan(t, c, app, id, 30*time.Second, "the plan is done after the outage", func(v rollout.View) bool { return v.State == rollout.Done })
+	t.Logf("done %v after etcd came back; step 2: %s", time.Since(back).Round(time.Millisecond), v.History[1].Target)
+	if !v.History[1].ConvergedAt.After(down) || v.History[1].Applied != 2 {
+		t.Fatalf("step 2 converged at %v (etcd went away at %v), applied %d", v.History[1].ConvergedAt, down, v.History[1].Applied)
+	}
+	if on := answeringOn(clients); len(on) != 2 {
+		t.Fatalf("on: %v", on)
+	}
+	if changes := planChanges(t, c, app, name, rollout.Cause(app, name, id)); len(changes) != 2 {
+		t.Fatalf("%d switch changes by the plan, want one per step", len(changes))
+	}
+}
+
+// TestRolloutFirstStepWaitsForAnInstance: a plan started before any
+// instance is live waits at its first step ("needs at least one"), and
+// once instances join, the first step is applied again, raised so that
+// one of them is in, and the plan goes on.
+func TestRolloutFirstStepWaitsForAnInstance(t *testing.T) {
+	const app, name = "checkout", "reco"
+	e := newEnv(t)
+	c := e.start()
+	waitLeader(t, c)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`), 201)
+	id := startPlan(t, c, app, `{"switch":"reco","steps":[{"percent":1,"hold":"1h"},{"percent":100}],"reason":"stage"}`)
+	v := waitPlan(t, c, app, id, 20*time.Second, "the first step waits", func(v rollout.View) bool { return strings.Contains(v.Note, "needs at least one") })
+	if v.History[0].Rollout.Percent != 1 || v.History[0].Raised != "" {
+		t.Fatalf("with no live instance the first step was raised: %+v", v.History[0])
+	}
+	clients := e.startClients(app, name, []string{"late-1", "late-2"}, nil)
+	v = waitPlan(t, c, app, id, 20*time.Second, "the raised first step converges", func(v rollout.View) bool { return converged(v, 1) })
+	s := step(v, 1)
+	t.Logf("first step applied again: %s (%s), applied %d/%d", s.Target, s.Raised, s.Applied, s.Targeted)
+	if s.Index != 0 || s.Applied != 1 || s.Targeted != 1 || len(answeringOn(clients)) != 1 || v.History[0].Outcome != rollout.OutcomeStopped {
+		t.Fatalf("history %+v, on %v", v.History, answeringOn(clients))
+	}
+	if changes := planChanges(t, c, app, name, rollout.Cause(app, name, id)); len(changes) != 2 || !strings.Contains(changes[1].Reason, "reached none of the 2 live instances") {
+		t.Fatalf("changes %+v", changes)
 	}
 }

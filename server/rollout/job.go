@@ -112,6 +112,14 @@ func (s *Service) observe(ctx context.Context, r *run) (Observation, error) {
 			ob.Instances = append(ob.Instances, in.ID)
 		}
 	}
+	if cur := r.progress.current(); cur != nil {
+		sel := pairs(cur.Rollout.Selector)
+		for _, m := range s.members(r.App) {
+			if sel.Matches(m.Labels) {
+				ob.Selectable++
+			}
+		}
+	}
 	return ob, nil
 }
 

@@ -46,6 +46,10 @@ type Observation struct {
 	// applied Revision; Instances lists the targeted.
 	Applied, Targeted int
 	Instances         []string
+	// Selectable counts the live instances the current step's selector
+	// admits: when the first step reaches none of them (it was applied
+	// before they joined), it is applied again, raised to reach one.
+	Selectable int
 	// Verdicts is this round's measurement of the gate's conditions; nil
 	// when none was due (see MeasureDue).
 	Verdicts []Verdict
@@ -110,7 +114,12 @@ func Next(p Plan, state string, in Progress, ob Observation, now time.Time) (Pro
 	}
 	step := p.Steps[cur.Index]
 	if cur.ConvergedAt == nil {
-		if note, ok := converge(cur, step.Gate, ob, now); !ok {
+		note, ok := converge(cur, step.Gate, ob, now)
+		if !ok && reraise(p, cur, ob) {
+			pr.end(OutcomeStopped, "it reached no live instance", now)
+			return pr, Action{Kind: Apply, Step: 0, Reason: fmt.Sprintf("the first step reached none of the %d live instances", ob.Selectable)}
+		}
+		if !ok {
 			pr.Note = note
 			return pr, Action{Kind: Wait}
 		}
@@ -190,6 +199,14 @@ func converge(cur *StepRecord, g Gate, ob Observation, now time.Time) (string, b
 	t := now
 	cur.ConvergedAt = &t
 	return "", true
+}
+
+// reraise reports whether the first step of a turn-on, applied when no
+// live instance could be raised into it, must be applied again now that
+// instances it could reach are live.
+func reraise(p Plan, cur *StepRecord, ob Observation) bool {
+	return p.Direction == DirectionOn && cur.Index == 0 && ob.Published && ob.Synced && ob.Targeted == 0 &&
+		ob.Selectable > 0 && cur.Rollout.Stickiness != wire.StickyKey
 }
 
 // Needed is how many of targeted instances must apply a step for a gate

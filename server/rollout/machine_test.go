@@ -111,6 +111,14 @@ func TestNext(t *testing.T) {
 			}},
 		{name: "the first step needs an instance", plan: p, state: Running, in: applied(0, 5, t0, nil),
 			ob: Observation{Synced: true, Published: true, Revision: 40}, now: at(time.Hour), want: Wait, note: "needs at least one"},
+		{name: "a first step applied before the fleet joined is raised again", plan: p, state: Running, in: applied(0, 5, t0, nil),
+			ob: Observation{Synced: true, Published: true, Revision: 40, Selectable: 3}, now: at(time.Minute), want: Apply, step: 0,
+			reason: "reached none of the 3 live instances",
+			check: func(t *testing.T, pr Progress) {
+				if c := pr.current(); c.Outcome != OutcomeStopped {
+					t.Errorf("record %+v", c)
+				}
+			}},
 		{name: "a later step with no targeted instance converges", plan: plain, state: Running, in: applied(1, 6, t0, nil),
 			ob: Observation{Synced: true, Published: true, Revision: 41}, now: at(time.Second), want: Wait, note: "holding until",
 			check: func(t *testing.T, pr Progress) {
