@@ -906,7 +906,8 @@ func TestRolloutEtcdOutage(t *testing.T) {
 // TestRolloutFirstStepWaitsForAnInstance: a plan started before any
 // instance is live waits at its first step ("needs at least one"), and
 // once instances join, the first step is applied again, raised so that
-// one of them is in, and the plan goes on.
+// one of them is in, and the plan goes on — until a person deletes the
+// switch, which ends it.
 func TestRolloutFirstStepWaitsForAnInstance(t *testing.T) {
 	const app, name = "checkout", "reco"
 	e := newEnv(t)
@@ -927,5 +928,11 @@ func TestRolloutFirstStepWaitsForAnInstance(t *testing.T) {
 	}
 	if changes := planChanges(t, c, app, name, rollout.Cause(app, name, id)); len(changes) != 2 || !strings.Contains(changes[1].Reason, "reached none of the 2 live instances") {
 		t.Fatalf("changes %+v", changes)
+	}
+	// A person deletes the switch: its plan ends with it, in the same
+	// transaction.
+	mustStatus(t, call(t, c, "DELETE", "/api/v1/apps/checkout/switches/reco?reason=retired", adminToken, ""), 200)
+	if v := plan(t, c, app, id); v.State != rollout.Aborted || !strings.Contains(v.Note, "made switch.delete: the plan ends with its switch") {
+		t.Fatalf("after the switch's deletion: %s %q", v.State, v.Note)
 	}
 }
