@@ -215,6 +215,8 @@ func TestNext(t *testing.T) {
 			}},
 		{name: "advance on the last step finishes", plan: p, state: Running, in: withRequest(applied(2, 7, t0, nil), RequestAdvance), now: at(time.Second), want: Finish, request: true},
 		{name: "abort with revert", plan: p, state: Paused, in: withRequest(applied(1, 6, t0, conv), RequestRevert), now: at(time.Second), want: Revert, reason: "aborted by olga", request: true},
+		{name: "resume before the first step applies it, over a person's change", plan: p, state: Running, in: withRequest(Progress{Step: -1}, RequestReapply),
+			ob: Observation{Changed: "version 3 by olga: on"}, now: at(time.Second), want: Apply, step: 0, request: true},
 		{name: "resume applies the step again, over a person's change", plan: p, state: Running, in: withRequest(applied(1, 6, t0, conv), RequestReapply),
 			ob: Observation{Changed: "version 7 by olga: off"}, now: at(time.Second), want: Apply, step: 1, request: true,
 			check: func(t *testing.T, pr Progress) {

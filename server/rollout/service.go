@@ -241,7 +241,7 @@ func (s *Service) Pause(ctx context.Context, a server.Actor, app string, id int6
 		if r.State != Pending && r.State != Running {
 			return notNow(r, "pause", "only a pending or running plan pauses")
 		}
-		r.State, r.progress.Note = Paused, "paused by "+a.Name+": "+strings.TrimSpace(in.Reason)
+		r.State, r.progress.Note, r.progress.Request = Paused, "paused by "+a.Name+": "+strings.TrimSpace(in.Reason), nil
 		return nil
 	})
 }
@@ -255,11 +255,7 @@ func (s *Service) Resume(ctx context.Context, a server.Actor, app string, id int
 			return notNow(r, "resume", "only a paused plan resumes")
 		}
 		r.State, r.progress.Note = Running, ""
-		if r.progress.Step < 0 {
-			r.State = Pending
-		} else {
-			r.progress.Request = &Request{Kind: RequestReapply, By: a.Name, Reason: strings.TrimSpace(in.Reason), At: now}
-		}
+		r.progress.Request = &Request{Kind: RequestReapply, By: a.Name, Reason: strings.TrimSpace(in.Reason), At: now}
 		return nil
 	})
 }
@@ -314,8 +310,10 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 				if in.Version != nil && *in.Version != r.Version {
 					return "", nil, nil, fmt.Errorf("%w: plan version %d is stale, current is %d", server.ErrConflict, *in.Version, r.Version)
 				}
-				if r.progress.Request != nil {
-					return "", nil, nil, fmt.Errorf("%w: %s's %s request is still being carried out", server.ErrConflict, r.progress.Request.By, r.progress.Request.Kind)
+				// A request waiting for the leader yields to a pause or a
+				// plain abort; another request waits for it.
+				if req := r.progress.Request; req != nil && !(action == audit.RolloutPause || (action == audit.RolloutAbort && !in.Revert)) {
+					return "", nil, nil, fmt.Errorf("%w: %s's %s request is still being carried out", server.ErrConflict, req.By, req.Kind)
 				}
 				before := r.summary()
 				now := s.svc.Now()
