@@ -162,15 +162,15 @@ func Templates() []TemplateInfo {
 // Template returns the plan of a template for direction with gate on each
 // step (the zero Gate: every targeted instance applies, no conditions).
 func Template(name, direction string, gate Gate) (Plan, error) {
-	min := func(m int) wire.Duration { return wire.Duration(time.Duration(m) * time.Minute) }
+	minutes := func(m int) wire.Duration { return wire.Duration(time.Duration(m) * time.Minute) }
 	var steps []Step
 	switch {
 	case name == TemplateDefault && direction == DirectionOn:
-		steps = []Step{{Percent: 1, Hold: min(5)}, {Percent: 50, Hold: min(5)}, {Percent: 100}}
+		steps = []Step{{Percent: 1, Hold: minutes(5)}, {Percent: 50, Hold: minutes(5)}, {Percent: 100}}
 	case name == TemplateDefault && direction == DirectionOff:
-		steps = []Step{{Percent: 50, Hold: min(5)}, {Percent: 0}}
+		steps = []Step{{Percent: 50, Hold: minutes(5)}, {Percent: 0}}
 	case name == TemplateCanaries && direction == DirectionOn:
-		steps = []Step{{Percent: 100, Selector: CanarySelector, Hold: min(10)}, {Percent: 100}}
+		steps = []Step{{Percent: 100, Selector: CanarySelector, Hold: minutes(10)}, {Percent: 100}}
 	case name == TemplateCanaries:
 		return Plan{}, invalid("template", `"canaries" stages a turn-on only`)
 	default:

@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -71,11 +72,9 @@ func (h *handler) rolloutSection(c *gin.Context, sw *server.Switch) (any, error)
 		ch := RolloutChoice{Value: t.Name + "/" + t.Direction, Label: t.Label}
 		steps, err := svc.Preview(ctx, sw.App, rollout.Input{Switch: sw.Name, Template: t.Name, Direction: t.Direction})
 		if err != nil {
+			// The template's own problem (it does not fit the switch now).
 			f := failureOf(err)
-			ch.Err = f.Msg
-			for _, m := range f.Fields {
-				ch.Err = m
-			}
+			ch.Err = cmp.Or(f.Fields["template"], f.Fields["direction"], f.Msg)
 		}
 		ch.Steps = steps
 		choices = append(choices, ch)
