@@ -442,7 +442,7 @@ func TestRolloutGates(t *testing.T) {
 			`"gate":{"interval":"1s","conditions":[{"source":"fleet","query":"degraded_share{switch=\"cart\"}","op":"<","threshold":0.5}]},"reason":"stage it"}`)
 		v := waitPlan(t, c, app, id, 30*time.Second, "the plan reverts", func(v rollout.View) bool { return v.State == rollout.Reverted })
 		s := step(v, 0)
-		t.Logf("step 1 (%s; %s) reverted after %d measurements: %s", s.Target, s.Raised, s.Measurements, v.Note)
+		t.Logf("step 1 (%s; %s) reverted after %d measurement(s): %s", s.Target, s.Raised, s.Measurements, v.Note)
 		if s.Raised == "" || !strings.Contains(s.Raised, "gate-1 is in") {
 			t.Errorf("the first step did not say which instance it reaches: %q", s.Raised)
 		}
