@@ -50,6 +50,7 @@ bench:
 	$(GO) test ./sdk -run '^$$' -bench . -benchmem
 	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
 	$(GO) test ./server/... -run '^$$' -bench Flip
+	$(GO) test ./server/fleet -run '^$$' -bench Scale -benchtime 1x
 
 ## screenshots: regenerate docs/screenshots/*.png from a seeded console in headless Chromium
 screenshots:

@@ -73,6 +73,8 @@ const (
 	DrillStart  Action = "drill.start"
 	DrillAbort  Action = "drill.abort"
 	DrillFinish Action = "drill.finish"
+	// DrillRun is a person asking for a run (or a dry run) now.
+	DrillRun Action = "drill.run"
 )
 
 // Actions on notification channels.
@@ -94,7 +96,7 @@ var Actions = []Action{
 	SwitchRenew,
 	RolloutCreate, RolloutPause, RolloutResume, RolloutAbort, RolloutAdvance, RolloutDone, RolloutRevert,
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock,
-	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish,
+	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete,
 	Drift,
 }

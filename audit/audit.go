@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -186,10 +187,14 @@ func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
 // Filter selects events for List and Export. Zero fields match everything.
 type Filter struct {
 	Target string
-	Actor  string
-	Action Action
-	Since  time.Time
-	Until  time.Time
+	// TargetPrefix matches targets that start with it ("switch/checkout/").
+	TargetPrefix string
+	Actor        string
+	// ActorKind matches one kind of actor (ActorTrigger, …).
+	ActorKind string
+	Action    Action
+	Since     time.Time
+	Until     time.Time
 	// BeforeID pages backwards: only events with a smaller id (0 = newest).
 	BeforeID int64
 	// Limit caps the page; 0 means 100, at most 1000.
@@ -200,8 +205,14 @@ func (f Filter) apply(q *gorm.DB) *gorm.DB {
 	if f.Target != "" {
 		q = q.Where("target = ?", f.Target)
 	}
+	if f.TargetPrefix != "" {
+		q = q.Where("target LIKE ? ESCAPE '\\'", likePrefix(f.TargetPrefix))
+	}
 	if f.Actor != "" {
 		q = q.Where("actor = ?", f.Actor)
+	}
+	if f.ActorKind != "" {
+		q = q.Where("actor_kind = ?", f.ActorKind)
 	}
 	if f.Action != "" {
 		q = q.Where("action = ?", f.Action)
@@ -270,4 +281,11 @@ func Head(ctx context.Context, db *gorm.DB) (*Event, error) {
 		return nil, nil
 	}
 	return &e, nil
+}
+
+// likePrefix is a LIKE pattern matching strings that start with p, its
+// wildcards escaped.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
 }

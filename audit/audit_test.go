@@ -197,3 +197,31 @@ func TestPostgresRefusesTruncate(t *testing.T) {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 }
+
+// TestFilterPrefixAndKind: a target prefix matches literally (an
+// underscore is no wildcard) and actor kinds filter, on both databases.
+func TestFilterPrefixAndKind(t *testing.T) {
+	for _, url := range []string{"", pgtest.NewDatabase(t)} {
+		db, _, err := server.OpenDB(context.Background(), url, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range []audit.Event{
+			{Actor: "trigger", ActorKind: audit.ActorTrigger, Action: audit.SwitchOn, Target: "switch/_global/maint", Reason: "r"},
+			{Actor: "trigger", ActorKind: audit.ActorTrigger, Action: audit.SwitchOn, Target: "switch/xglobal/maint", Reason: "r"},
+			{Actor: "token:ops#1", ActorKind: audit.ActorToken, Action: audit.SwitchOff, Target: "switch/_global/maint", Reason: "r"},
+		} {
+			e := e
+			if err := db.Transaction(func(tx *gorm.DB) error { return audit.Append(tx, &e) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _, err := audit.List(context.Background(), db, audit.Filter{TargetPrefix: "switch/_global/", ActorKind: audit.ActorTrigger})
+		if err != nil || len(got) != 1 || got[0].Target != "switch/_global/maint" || got[0].ActorKind != audit.ActorTrigger {
+			t.Fatalf("url %q: %+v %v", url, got, err)
+		}
+		if s, err := db.DB(); err == nil {
+			s.Close()
+		}
+	}
+}

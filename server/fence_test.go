@@ -14,15 +14,7 @@ import (
 // electionLeader returns the lease of the election key that leads, or
 // NoLease while there is none.
 func electionLeader(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
-	t.Helper()
-	resp, err := cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithFirstCreate()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return clientv3.NoLease
-	}
-	return clientv3.LeaseID(resp.Kvs[0].Lease)
+	return etcdtest.LeaderLease(t, cli, wire.ElectionKey("default"))
 }
 
 // TestDeposedLeaderIsFenced: a leader whose session etcd ended without it

@@ -35,6 +35,10 @@ func NewFence(key string, rev int64) Fence {
 	return Fence{cmp: clientv3.Compare(clientv3.CreateRevision(key), "=", rev)}
 }
 
+// Cmp is the fence as an etcd comparison, for the If of a leader job's own
+// transactions (a drill's override); a failed If means ErrNotLeader.
+func (f Fence) Cmp() clientv3.Cmp { return f.cmp }
+
 // Publisher turns outbox rows into etcd transactions. Only the console that
 // holds the election drains the outbox (Lead); any console can Await the
 // publication of its own changes.

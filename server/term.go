@@ -60,6 +60,25 @@ func (s *Service) ClaimTerm(ctx context.Context, t Term) error {
 	})
 }
 
+// ReplaceTerm records t in place of the term stale, only if stale is still
+// the recorded one (compare and set). The scheduler uses it when the
+// recorded term is newer than its own but etcd knows no election key of
+// that revision: etcd was restored or replaced and its revisions started
+// again, so no leader would ever be newer.
+func (s *Service) ReplaceTerm(ctx context.Context, stale int64, t Term) error {
+	return s.tx(ctx, func(tx *gorm.DB) error {
+		res := tx.Model(&termRow{}).Where("id = 1 AND term = ?", stale).
+			Updates(map[string]any{"term": t.Rev, "holder": t.Holder, "since": s.now()})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("%w: the recorded term changed from %d", ErrNotLeader, stale)
+		}
+		return nil
+	})
+}
+
 // CurrentTerm returns the term recorded in the database and its holder.
 func (s *Service) CurrentTerm(ctx context.Context) (rev int64, holder string, err error) {
 	var cur termRow

@@ -43,7 +43,21 @@ type Config struct {
 	StartTimeout time.Duration
 	// Logger receives etcd's logs; they are discarded when nil.
 	Logger *zap.Logger
+	// CompactionRetention is how much history the member keeps: it
+	// compacts every CompactionRetention (default 5m) to the revision of
+	// one retention ago. Instance reports are etcd writes (up to about
+	// 1,000/s for 10,000 instances), so without it history grows without
+	// bound. Watchers behind a compaction list again (the SDK and the
+	// console's fleet model do).
+	CompactionRetention time.Duration
 }
+
+// DefaultCompactionRetention is the embedded member's history retention.
+const DefaultCompactionRetention = 5 * time.Minute
+
+// QuotaBackendBytes is the embedded member's space quota: etcd's 2 GiB
+// default fills with a large fleet's report history between compactions.
+const QuotaBackendBytes = 8 << 30
 
 // Server is a running embedded etcd member.
 type Server struct {
@@ -75,6 +89,13 @@ func Start(c Config) (*Server, error) {
 	cfg.AdvertisePeerUrls = []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ElectionMs = uint(ElectionTimeout / time.Millisecond)
+	retention := c.CompactionRetention
+	if retention <= 0 {
+		retention = DefaultCompactionRetention
+	}
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = retention.String()
+	cfg.QuotaBackendBytes = QuotaBackendBytes
 	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainStreamInterceptor(st.intercept)}
 	cfg.LogLevel = "error"
 	if c.Logger != nil {

@@ -122,3 +122,18 @@ func LeakOptions() []goleak.Option {
 		goleak.IgnoreAnyFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
 	}
 }
+
+// LeaderLease returns the lease of the election candidate that leads the
+// election at key (concurrency.Election's prefix), or NoLease while none
+// does.
+func LeaderLease(tb testing.TB, c *clientv3.Client, key string) clientv3.LeaseID {
+	tb.Helper()
+	resp, err := c.Get(context.Background(), key, clientv3.WithFirstCreate()...)
+	if err != nil {
+		tb.Fatalf("etcdtest: election %s: %v", key, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return clientv3.NoLease
+	}
+	return clientv3.LeaseID(resp.Kvs[0].Lease)
+}

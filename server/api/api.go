@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/rollout"
 )
@@ -42,6 +43,7 @@ type Config struct {
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of handlers here and registers its routes in registerDomains.
 type Domains struct {
+	Drills *drill.Service
 	// Rollouts are the staged rollouts (rollouts.go).
 	Rollouts *rollout.Service
 }
@@ -49,6 +51,9 @@ type Domains struct {
 // registerDomains mounts each job domain's routes: apps is
 // /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
 func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
+	if d.Drills != nil {
+		drills{d.Drills}.register(apps)
+	}
 	if d.Rollouts != nil {
 		registerRollouts(apps, d.Rollouts)
 	}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
@@ -23,6 +24,12 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	c.Scheduler.Add(rollouts.Job())
 	c.Service.OnPersonChange(rollouts.OnPersonChange)
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
+
+	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
+		Namespace: c.Config.Namespace, Logger: c.log})
+	c.Scheduler.Add(drills.Job())
+	ad.Drills, wd.Drills = drills, drills
 
 	return ad, wd, nil
 }

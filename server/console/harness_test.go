@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
@@ -28,6 +29,7 @@ type env struct {
 	cli   *clientv3.Client
 	pgURL string
 	log   *slog.Logger // for the consoles; nil discards
+	gdb   *gorm.DB     // see db (drill_test.go)
 }
 
 func newEnv(t testing.TB) *env {

@@ -131,12 +131,40 @@ func TestAppliedAndTargeted(t *testing.T) {
 	if v.Live != 20 || v.Applied != 10 || v.Targeted != wantTargeted || v.Revision != 40 {
 		t.Fatalf("live %d applied %d targeted %d (want 20, 10, %d) rev %d", v.Live, v.Applied, v.Targeted, wantTargeted, v.Revision)
 	}
+	if s := m.Summary("checkout", "reco"); s.Instances != nil || s.Applied != v.Applied || s.Targeted != v.Targeted || s.Live != v.Live {
+		t.Fatalf("summary %+v differs from the view", s)
+	}
 	if n, total := m.AppliedBy("checkout", 40, func(mb Member) bool { return mb.ID < "inst-k" }); n != 5 || total != 10 {
 		t.Fatalf("applied-by with a filter: %d/%d, want 5/10", n, total)
 	}
 	m.deleteInstance("checkout", "inst-a")
 	if n, total := m.AppliedBy("checkout", 40, nil); n != 9 || total != 19 {
 		t.Fatalf("after an instance left: %d/%d", n, total)
+	}
+}
+
+// TestGlobalSwitchOnInstance: an instance's entry for a switch only
+// _global publishes names _global as its app.
+func TestGlobalSwitchOnInstance(t *testing.T) {
+	now := t0
+	m := newTestModel(&now)
+	publish(m, &wire.Switch{App: wire.GlobalApp, Name: "maintenance", Level: wire.L4, State: wire.StateOn, Version: 1, Rollout: wire.Rollout{Percent: 100}}, 3)
+	publish(m, &wire.Switch{App: "checkout", Name: "reco", Level: wire.L3, State: wire.StateOff, Version: 1}, 4)
+	m.putInstance("checkout", "i1", report(t, "i1", t0, 4, &wire.Report{At: t0.Unix(),
+		Switches: map[string]wire.SwitchSignal{"maintenance": {LastRead: t0.Unix()}, "reco": {LastRead: t0.Unix()}}}), 5)
+	in, ok := m.Instance("checkout", "i1")
+	if !ok || len(in.Switches) != 2 {
+		t.Fatalf("instance %+v", in)
+	}
+	apps := map[string]string{}
+	for _, s := range in.Switches {
+		apps[s.Name] = s.App
+	}
+	if apps["maintenance"] != wire.GlobalApp || apps["reco"] != "checkout" {
+		t.Fatalf("apps of the instance's switches: %v", apps)
+	}
+	if m.Want("checkout") != 4 {
+		t.Fatalf("want %d, the newest of the app's and _global's revisions is 4", m.Want("checkout"))
 	}
 }
 

@@ -40,6 +40,9 @@ type InstanceView struct {
 
 // InstanceSwitch is one switch's signals at one instance.
 type InstanceSwitch struct {
+	// App is the app whose switch the instance evaluated: its own, or
+	// _global when only _global publishes a switch of that name.
+	App          string     `json:"app"`
 	Name         string     `json:"name"`
 	Degraded     uint64     `json:"degraded"`
 	Fallbacks    uint64     `json:"fallbacks"`
@@ -85,7 +88,7 @@ func (m *Model) Instances(app string) []InstanceView {
 	want := m.want(app)
 	out := make([]InstanceView, 0, len(a.instances))
 	for _, in := range a.instances {
-		out = append(out, in.view(a, want))
+		out = append(out, in.view(a, m.apps[wire.GlobalApp], want))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -99,10 +102,10 @@ func (m *Model) Instance(app, id string) (InstanceView, bool) {
 	if a == nil || a.instances[id] == nil {
 		return InstanceView{}, false
 	}
-	return a.instances[id].view(a, m.want(app)), true
+	return a.instances[id].view(a, m.apps[wire.GlobalApp], m.want(app)), true
 }
 
-func (in *instance) view(a *appState, want int64) InstanceView {
+func (in *instance) view(a *appState, global *appState, want int64) InstanceView {
 	v := InstanceView{
 		App: a.name, ID: in.id, Labels: in.labels, SDKVersion: in.sdkVersion,
 		AppliedRevision: in.appliedRevision, AppliedAt: in.appliedAt, StartedAt: in.startedAt,
@@ -119,7 +122,12 @@ func (in *instance) view(a *appState, want int64) InstanceView {
 		if sig == nil && read == 0 {
 			continue
 		}
-		s := InstanceSwitch{Name: name}
+		s := InstanceSwitch{App: a.name, Name: name}
+		if _, own := a.effective(name); !own && global != nil {
+			if _, ok := global.effective(name); ok {
+				s.App = wire.GlobalApp
+			}
+		}
 		if read > 0 {
 			t := time.Unix(read, 0).UTC()
 			s.LastRead = &t
@@ -147,8 +155,15 @@ func (in *instance) view(a *appState, want int64) InstanceView {
 	return v
 }
 
-// want is the newest switch or override revision instances of app must
-// have applied (their own and _global's). Callers hold m.mu.
+// Want is the newest switch or override revision an instance of app must
+// have applied to be current (its app's and _global's).
+func (m *Model) Want(app string) int64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.want(app)
+}
+
+// want is Want; callers hold m.mu.
 func (m *Model) want(app string) int64 {
 	var rev int64
 	for _, name := range []string{app, wire.GlobalApp} {
@@ -252,10 +267,24 @@ type SwitchInstance struct {
 	Signals      bool       `json:"signals"`
 }
 
-// Switch returns the fleet's view of switch app/name.
+// Switch returns the fleet's view of switch app/name, with one entry per
+// instance.
 func (m *Model) Switch(app, name string) SwitchView {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.switchView(app, name, true)
+}
+
+// Summary is Switch without the per-instance entries: what a page listing
+// many switches needs, at a fraction of the cost with a large fleet.
+func (m *Model) Summary(app, name string) SwitchView {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.switchView(app, name, false)
+}
+
+// switchView builds a SwitchView (callers hold m.mu).
+func (m *Model) switchView(app, name string, perInstance bool) SwitchView {
 	v := SwitchView{App: app, Name: name}
 	if a := m.apps[app]; a != nil {
 		if p, ok := a.effective(name); ok {
@@ -292,7 +321,9 @@ func (m *Model) Switch(app, name string) SwitchView {
 		if si.Targeted {
 			v.Targeted++
 		}
-		v.Instances = append(v.Instances, si)
+		if perInstance {
+			v.Instances = append(v.Instances, si)
+		}
 	})
 	if lastRead > 0 {
 		t := time.Unix(lastRead, 0).UTC()

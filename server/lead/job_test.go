@@ -90,3 +90,28 @@ func TestJobsRunWhileLeading(t *testing.T) {
 		return rev > term && (a.Leading() || b.Leading())
 	})
 }
+
+// TestTermAfterEtcdReplaced: the database records a term from an etcd
+// that is gone (restored from a backup or replaced: its revisions start
+// again far below it). A new leader on the new etcd takes the term over
+// and its jobs run, instead of no console ever leading again.
+func TestTermAfterEtcdReplaced(t *testing.T) {
+	srv := etcdtest.Start(t)
+	svc := server.NewService(openDB(t), nil)
+	ctx := context.Background()
+	if err := svc.ClaimTerm(ctx, server.Term{Rev: 1_000_000, Holder: "old-cluster"}); err != nil {
+		t.Fatal(err)
+	}
+	j := &countJob{every: time.Hour, wake: make(chan struct{}, 1)}
+	s := lead.New(srv.Client(t), svc, lead.Config{Namespace: "default", ID: "new"})
+	s.Add(j)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { s.Run(rctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, 10*time.Second, "the job runs under the new etcd", func() bool { n, _, _ := j.steps(); return n > 0 })
+	rev, holder, _ := svc.CurrentTerm(ctx)
+	if _, term, _ := j.steps(); rev != term || holder != "new" || rev >= 1_000_000 {
+		t.Fatalf("database term %d of %q, the job ran in %d", rev, holder, term)
+	}
+}

@@ -47,9 +47,11 @@ type Config struct {
 	OnLeading func(leading bool)
 }
 
-// Claimer records a new term in the database (server.Service.ClaimTerm).
+// Claimer records a new term in the database (server.Service).
 type Claimer interface {
 	ClaimTerm(ctx context.Context, t server.Term) error
+	CurrentTerm(ctx context.Context) (rev int64, holder string, err error)
+	ReplaceTerm(ctx context.Context, stale int64, t server.Term) error
 }
 
 // Scheduler campaigns for the namespace's scheduler election and, while it
@@ -153,7 +155,7 @@ func (s *Scheduler) term(ctx context.Context) (led bool, err error) {
 	t := server.Term{Rev: el.Rev(), Holder: s.cfg.ID, Fence: server.NewFence(el.Key(), el.Rev())}
 	// The database learns the term before any job acts in it: from now on
 	// a deposed leader's job transactions fail.
-	if err := s.claim.ClaimTerm(termCtx, t); err != nil {
+	if err := s.claimTerm(termCtx, t); err != nil {
 		return true, fmt.Errorf("lead: claim term %d: %w", t.Rev, err)
 	}
 	s.setLeading(true)
@@ -235,4 +237,38 @@ func (s *Scheduler) revokeLease(ctx context.Context, id clientv3.LeaseID) error 
 func (s *Scheduler) setLeading(v bool) {
 	s.leading.Store(v)
 	s.cfg.OnLeading(v)
+}
+
+// claimTerm records t in the database. A recorded term newer than t is
+// normally a newer leader's, and t may not act. But when that term has no
+// election key in etcd and t's key leads the election, the recorded term
+// is dead — typically etcd was restored or replaced and its revisions
+// started again, so no new leader would ever be newer — and t replaces it
+// (compare and set; a job of the dead term cannot commit after that).
+func (s *Scheduler) claimTerm(ctx context.Context, t server.Term) error {
+	err := s.claim.ClaimTerm(ctx, t)
+	if !errors.Is(err, server.ErrNotLeader) {
+		return err
+	}
+	rev, holder, cerr := s.claim.CurrentTerm(ctx)
+	if cerr != nil {
+		return err
+	}
+	resp, gerr := s.cli.Get(ctx, wire.ElectionKey(s.cfg.Namespace), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if gerr != nil || len(resp.Kvs) == 0 {
+		return err
+	}
+	lowest := resp.Kvs[0].CreateRevision
+	for _, kv := range resp.Kvs {
+		if kv.CreateRevision == rev {
+			return err // the newer term's leader is alive
+		}
+		lowest = min(lowest, kv.CreateRevision)
+	}
+	if lowest != t.Rev {
+		return err // this console no longer leads
+	}
+	s.cfg.Logger.Warn("scheduler: the database records a term that has no election key in etcd (etcd restored or replaced?); taking over",
+		"recorded", rev, "holder", holder, "term", t.Rev)
+	return s.claim.ReplaceTerm(ctx, rev, t)
 }

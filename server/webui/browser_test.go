@@ -206,6 +206,32 @@ func TestBrowser(t *testing.T) {
 		op.do("operator's overview", chromedp.Navigate(op.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS(`#on-checkout-recommend`)))
 	})
 
+	t.Run("instances page follows the fleet", func(t *testing.T) {
+		viewer.t = t
+		viewer.do("open the instances", chromedp.Navigate(viewer.base+"/ui/instances"), chromedp.WaitVisible(chromedp.CSS(`#instances`)))
+		viewer.eval(`window.__noReload = "still here"; ""`)
+		// Two reports, 10 s apart in report time: 50 answers in the 5 s
+		// since start, then 200 more in 10 s. A change announced before the
+		// first (the audit log's, of the subtest before) may refresh the
+		// page once; only the stream's fleet events show the second.
+		base := time.Now().UTC().Add(-20 * time.Second)
+		for _, r := range []struct {
+			at       time.Time
+			degraded uint64
+			want     string
+		}{{base, 50, "10/s"}, {base.Add(10 * time.Second), 250, "20/s"}} {
+			put := time.Now()
+			putInstance(t, c, wire.Instance{App: "checkout", InstanceID: "pod-live", SDKVersion: "v1.0.0", StartedAt: base.Add(-5 * time.Second), ReportInterval: wire.Duration(10 * time.Second),
+				Report: &wire.Report{At: r.at.Unix(), Switches: map[string]wire.SwitchSignal{"recommend": {Degraded: r.degraded, LastRead: r.at.Unix()}}}})
+			viewer.do("the report shows", chromedp.Poll[chromedp.Void](`(() => { const r = document.getElementById("inst-checkout-pod-live"); return r !== null && r.innerText.includes("`+r.want+`") })()`,
+				chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(5*time.Second)))
+			t.Logf("a report of %s showed on the Instances page after %v", r.want, time.Since(put))
+		}
+		if viewer.eval(`window.__noReload || ""`) != "still here" {
+			t.Error("the instances page was reloaded")
+		}
+	})
+
 	t.Run("viewer sees no controls", func(t *testing.T) {
 		viewer.t = t
 		for _, p := range []string{"/ui/", "/ui/switches", "/ui/apps/checkout/switches/recommend", "/ui/limits"} {

@@ -120,14 +120,16 @@ func compact(raw json.RawMessage) string {
 type EventRow struct {
 	audit.Event
 	Changes []Change
-	// Restorable is true when the event recorded a state to roll back to.
+	// Restorable is true when the event is a change of the switch that
+	// recorded its state after (what RollbackSwitch accepts): a job's own
+	// events on the switch (a trigger's transition) and drift are not.
 	Restorable bool
 }
 
 func eventRows(events []audit.Event) []EventRow {
 	out := make([]EventRow, 0, len(events))
 	for _, e := range events {
-		out = append(out, EventRow{Event: e, Changes: diff(e.Before, e.After), Restorable: e.After != ""})
+		out = append(out, EventRow{Event: e, Changes: diff(e.Before, e.After), Restorable: e.After != "" && e.Action.Entity() == "switch"})
 	}
 	return out
 }

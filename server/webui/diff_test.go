@@ -3,6 +3,8 @@ package webui
 import (
 	"reflect"
 	"testing"
+
+	"github.com/switchyard-io/switchyard/audit"
 )
 
 func TestDiff(t *testing.T) {
@@ -35,6 +37,22 @@ func TestSafeNext(t *testing.T) {
 	} {
 		if got := safeNext(in); got != want {
 			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestRestorable: only a change of the switch that recorded its state
+// offers a rollback; a job's own event on the switch and drift do not.
+func TestRestorable(t *testing.T) {
+	rows := eventRows([]audit.Event{
+		{ID: 1, Action: audit.SwitchOn, After: `{"state":"on"}`},
+		{ID: 2, Action: audit.TriggerTransition, After: `{"state":"pending_on"}`},
+		{ID: 3, Action: audit.Drift, After: `{"state":"on"}`},
+		{ID: 4, Action: audit.SwitchDelete},
+	})
+	for i, want := range []bool{true, false, false, false} {
+		if rows[i].Restorable != want {
+			t.Errorf("event %d (%s): restorable %v, want %v", rows[i].ID, rows[i].Action, rows[i].Restorable, want)
 		}
 	}
 }

@@ -2,154 +2,181 @@ package webui
 
 import (
 	"context"
-	"encoding/json"
-	"sort"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/gin-gonic/gin"
 
-	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
-// fleetSnapshot is what etcd says about published switches and SDK instances:
-// enough to tell, per switch, how many instances applied its current value.
-type fleetSnapshot struct {
-	// Err is set when etcd did not answer; everything else is then empty.
-	Err error
-	// published maps app/name to the switch key's mod revision and version.
-	published map[string]publishedSwitch
-	// appRev is the newest switch mod revision per app (own and _global).
-	appRev    map[string]int64
-	instances map[string][]wire.Instance
+// Pages read the fleet from the console's fleet model (server/fleet), fed
+// by one etcd watch; no page reads etcd itself.
+
+// fleetView is what one request shows of the fleet model.
+type fleetView struct {
+	m *fleet.Model
+	// OutOfSync is set when the model is not in sync with etcd: what it
+	// says is the last state it saw, and convergence is unknown.
+	OutOfSync bool
+	now       time.Time
 }
 
-type publishedSwitch struct {
-	ModRevision int64
-	Version     int64
+// syncWait bounds how long a page waits for a model that has not listed
+// etcd yet (a console that just started); a model that lost etcd later
+// answers at once with what it last saw.
+const syncWait = 2 * time.Second
+
+// fleetView returns the fleet model as of this request.
+func (h *handler) fleetView(c *gin.Context) *fleetView {
+	synced := h.fleet.Synced()
+	if !synced && h.fleet.Revision() == 0 {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), syncWait)
+		synced = h.fleet.WaitSynced(ctx)
+		cancel()
+	}
+	return &fleetView{m: h.fleet, OutOfSync: !synced, now: time.Now()}
 }
 
-// Applied is "applied by N/M instances" for one switch.
-type Applied struct {
-	N, M      int
-	Published bool  // etcd holds the switch at Version
-	Version   int64 // the version in etcd
-	Revision  int64 // the switch key's mod revision
-	Known     bool  // false when etcd was unreachable
-}
-
-// InstanceRow is one SDK instance on the instances page; it is stale when
-// it has not applied the newest switch revision of its app.
-type InstanceRow struct {
-	wire.Instance
-	Stale bool
-}
-
-func (h *handler) loadFleet(ctx context.Context) *fleetSnapshot {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	f := &fleetSnapshot{published: map[string]publishedSwitch{}, appRev: map[string]int64{}, instances: map[string][]wire.Instance{}}
-	sw, err := h.etcd.Get(ctx, wire.KindPrefix(h.ns, wire.KindSwitches), clientv3.WithPrefix())
-	if err != nil {
-		f.Err = err
-		return f
-	}
-	for _, kv := range sw.Kvs {
-		k, err := wire.ParseKey(h.ns, string(kv.Key))
-		if err != nil {
-			continue
-		}
-		var v struct {
-			Version int64 `json:"version"`
-		}
-		_ = json.Unmarshal(kv.Value, &v)
-		f.published[k.App+"/"+k.Name] = publishedSwitch{ModRevision: kv.ModRevision, Version: v.Version}
-		f.appRev[k.App] = max(f.appRev[k.App], kv.ModRevision)
-	}
-	in, err := h.etcd.Get(ctx, wire.KindPrefix(h.ns, wire.KindInstances), clientv3.WithPrefix())
-	if err != nil {
-		f.Err = err
-		return f
-	}
-	for _, kv := range in.Kvs {
-		var i wire.Instance
-		if json.Unmarshal(kv.Value, &i) != nil {
-			continue
-		}
-		if k, err := wire.ParseKey(h.ns, string(kv.Key)); err == nil {
-			i.App = k.App
-		}
-		f.instances[i.App] = append(f.instances[i.App], i)
-	}
-	for app := range f.instances {
-		sort.Slice(f.instances[app], func(a, b int) bool {
-			return f.instances[app][a].InstanceID < f.instances[app][b].InstanceID
-		})
-	}
-	return f
-}
-
-// Applied returns the convergence of one switch whose database version is
-// version.
-func (f *fleetSnapshot) Applied(app, name string, version int64) Applied {
-	if f.Err != nil {
-		return Applied{}
-	}
-	p, ok := f.published[app+"/"+name]
-	a := Applied{Known: true, Published: ok && p.Version >= version, Version: p.Version, Revision: p.ModRevision}
-	insts := f.instances[app]
-	if app == wire.GlobalApp {
-		insts = nil
-		for _, l := range f.instances {
-			insts = append(insts, l...)
-		}
-	}
-	a.M = len(insts)
-	for _, i := range insts {
-		if ok && i.AppliedRevision >= p.ModRevision {
-			a.N++
-		}
-	}
-	return a
-}
-
-// Instances returns the instances of app with their staleness.
-func (f *fleetSnapshot) Instances(app string) []InstanceRow {
-	want := max(f.appRev[app], f.appRev[wire.GlobalApp])
-	var out []InstanceRow
-	for _, i := range f.instances[app] {
-		out = append(out, InstanceRow{Instance: i, Stale: i.AppliedRevision < want})
-	}
-	return out
-}
-
-// Apps returns the apps with instances.
-func (f *fleetSnapshot) Apps() []string {
-	out := make([]string, 0, len(f.instances))
-	for a := range f.instances {
-		out = append(out, a)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Want is the revision an instance of app must have applied.
-func (f *fleetSnapshot) Want(app string) int64 { return max(f.appRev[app], f.appRev[wire.GlobalApp]) }
-
-// Rejections is what the fleet says about one limit rule's rejections.
-type Rejections struct {
-	// Known is false while instances do not report per-rule counts.
+// SwitchFleet is the fleet's view of one switch whose database row is at
+// version: whether etcd holds that version, who applied it, who answers
+// it degraded.
+type SwitchFleet struct {
+	// Known is false when the model is out of sync with etcd.
 	Known bool
-	// Rate is rejections per second across the app's instances between
-	// their last two reports.
-	Rate float64
-	// Open counts instances whose breaker for the rule is open.
-	Open int
+	// Published: etcd holds the switch at its database version.
+	Published bool
+	V         fleet.SwitchView
+	// Spark is the sparkline of the last hour's degraded answers; nil
+	// where the page shows none.
+	Spark *Sparkline
 }
 
-// Rejections tells how often the instances of app reject under the rule
-// for resource. Instance reports carry only applied_revision and
-// stats.fallbacks_served so far, so the answer is always "not known"; this
-// is the one place to read per-rule rejection counts and breaker states
-// once reports carry them (the Overview then lists rejecting rules first
-// and open breakers as such).
-func (f *fleetSnapshot) Rejections(app, resource string) Rejections { return Rejections{} }
+// Switch returns the fleet's view of sw; spark adds its sparkline.
+func (f *fleetView) Switch(sw *server.Switch, spark bool) SwitchFleet {
+	v := f.m.Summary(sw.App, sw.Name) // pages link to the instances instead
+	out := SwitchFleet{Known: !f.OutOfSync, Published: v.Value != nil && v.Value.Version >= sw.Version, V: v}
+	if spark {
+		s := sparkline(f.m.History(sw.App, sw.Name, f.now.Add(-sparkSpan)), f.now.Add(-sparkSpan), f.now)
+		out.Spark = &s
+	}
+	return out
+}
+
+// LimitFleet is the fleet's view of one limit rule.
+type LimitFleet struct {
+	// Known is false when the model is out of sync with etcd.
+	Known bool
+	fleet.LimitView
+}
+
+// Limit returns the fleet's view of rule app/resource.
+func (f *fleetView) Limit(app, resource string) LimitFleet {
+	return LimitFleet{Known: !f.OutOfSync, LimitView: f.m.Limit(app, resource)}
+}
+
+// Turning requests away now: refused in enforce mode, or a breaker that is
+// not closed somewhere (shadow rules only count what they would refuse).
+func (l LimitFleet) Turning() bool {
+	return l.RejectedRate > 0 || l.BreakersOpen > 0 || l.HalfOpen > 0
+}
+
+// The sparkline's size in CSS pixels and the span of history it draws.
+const (
+	sparkWidth  = 120
+	sparkHeight = 24
+	sparkSpan   = time.Hour
+	// sparkPad keeps the stroke inside the box at the top and the bottom.
+	sparkPad = 1
+)
+
+// Sparkline is a small line chart of degraded answers per second, drawn
+// as an inline SVG path (no script, no style attribute: app.css styles it).
+type Sparkline struct {
+	// Path is the SVG path data; empty when there is no data.
+	Path          string
+	Title         string
+	Width, Height int
+}
+
+// sparkline draws pts between from and to: time runs left to right,
+// values from zero at the bottom to their maximum at the top. Where a
+// sample is missing (a gap of more than twice the shortest step) the line
+// breaks; a point on its own is a dot. No points is "no data yet", not a
+// line at zero.
+func sparkline(pts []signal.Point, from, to time.Time) Sparkline {
+	s := Sparkline{Width: sparkWidth, Height: sparkHeight, Title: "degraded answers/s over the last hour: "}
+	if len(pts) == 0 {
+		s.Title += "no data yet"
+		return s
+	}
+	pts = append([]signal.Point(nil), pts...)
+	slices.SortStableFunc(pts, func(a, b signal.Point) int { return a.At.Compare(b.At) })
+	lo, hi := math.Inf(1), 0.0
+	var step time.Duration
+	for i, p := range pts {
+		lo, hi = min(lo, p.Value), max(hi, p.Value)
+		if d := p.At.Sub(pts[max(i-1, 0)].At); d > 0 && (step == 0 || d < step) {
+			step = d
+		}
+	}
+	span := to.Sub(from).Seconds()
+	x := func(t time.Time) float64 {
+		return min(max(t.Sub(from).Seconds()/span, 0), 1) * sparkWidth
+	}
+	y := func(v float64) float64 {
+		if hi == 0 {
+			return sparkHeight - sparkPad
+		}
+		return sparkHeight - sparkPad - v/hi*(sparkHeight-2*sparkPad)
+	}
+	var b strings.Builder
+	n := 0 // points in the segment being drawn
+	for i, p := range pts {
+		if i > 0 && p.At.Sub(pts[i-1].At) > 2*step {
+			if n == 1 {
+				b.WriteString("h0")
+			}
+			n = 0
+		}
+		cmd := "L"
+		if n == 0 {
+			cmd = "M"
+		}
+		b.WriteString(cmd + svgNum(x(p.At)) + "," + svgNum(y(p.Value)))
+		n++
+	}
+	if n == 1 {
+		b.WriteString("h0")
+	}
+	s.Path = b.String()
+	last := pts[len(pts)-1]
+	s.Title += "min " + rate(lo) + ", max " + rate(hi) + ", "
+	if age := to.Sub(last.At); age > 2*time.Minute {
+		s.Title += "latest " + rate(last.Value) + " (" + human(age) + " ago)"
+	} else {
+		s.Title += "now " + rate(last.Value)
+	}
+	return s
+}
+
+// svgNum writes a coordinate to a tenth.
+func svgNum(f float64) string { return strconv.FormatFloat(math.Round(f*10)/10, 'f', -1, 64) }
+
+// rate formats a per-second rate: two significant digits below 10
+// ("0.25", "2.5"), whole numbers above ("124").
+func rate(f float64) string {
+	switch {
+	case f == 0:
+		return "0"
+	case f < 10:
+		g, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 2, 64), 64)
+		return strconv.FormatFloat(g, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(math.Round(f), 'f', 0, 64)
+}

@@ -100,27 +100,43 @@ func (h *handler) limitList(c *gin.Context) {
 	h.render(c, http.StatusOK, "limits", p)
 }
 
-// ForceRow is a limit rule in force on the Overview, with what the fleet
-// says about its rejections.
+// ForceRow is a limit rule on the Overview, with what the fleet says
+// about it.
 type ForceRow struct {
 	LimitRow
-	Rejections Rejections
+	Fleet LimitFleet
 }
 
-// limitsInForce lists the rules that can turn requests away now: on and in
-// enforce mode (shadow rules only count). Rules the fleet reports as
-// rejecting come first.
-func limitsInForce(rules []server.LimitRule, f *fleetSnapshot) []ForceRow {
-	var out []ForceRow
+// limitsInForce lists the rules that can turn requests away — on and in
+// enforce mode — and any other rule the fleet reports rejecting now (a
+// shadow rule that would reject, a rule turned off that instances still
+// enforce); the rejecting ones come first. It counts the rules in force and
+// the rules turning requests away now.
+func limitsInForce(rules []server.LimitRule, f *fleetView) (rows []ForceRow, enforcing, turning int) {
 	for i := range rules {
 		v := rules[i].View()
-		if v.State != wire.StateOn || v.Mode != wire.ModeEnforce {
+		lf := f.Limit(v.App, v.Resource)
+		inForce := v.State == wire.StateOn && v.Mode == wire.ModeEnforce
+		if !inForce && !lf.Rejecting() {
 			continue
 		}
-		out = append(out, ForceRow{LimitRow: LimitRow{LimitView: v, Summary: summary(rules[i].Spec, v.Kind)}, Rejections: f.Rejections(v.App, v.Resource)})
+		if inForce {
+			enforcing++
+		}
+		if lf.Turning() {
+			turning++
+		}
+		rows = append(rows, ForceRow{LimitRow: LimitRow{LimitView: v, Summary: summary(rules[i].Spec, v.Kind)}, Fleet: lf})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Rejections.Rate > out[j].Rejections.Rate })
-	return out
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i].Fleet, rows[j].Fleet
+		if a.Rejecting() != b.Rejecting() {
+			return a.Rejecting()
+		}
+		return cmp.Or(cmp.Compare(b.RejectedRate, a.RejectedRate), cmp.Compare(b.BreakersOpen, a.BreakersOpen),
+			cmp.Compare(b.HalfOpen, a.HalfOpen), cmp.Compare(b.ShadowRate, a.ShadowRate)) < 0
+	})
+	return rows, enforcing, turning
 }
 
 // summary shows a rule's parameters as "rate=100 burst=20".

@@ -24,6 +24,8 @@ import (
 // shows in milliseconds) and a once-a-second look at the audit log's head
 // (users and tokens, and every change while etcd is unreachable). A stream learns only "something
 // changed"; the page then fetches itself again and swaps its live regions.
+// Instance acks and reports reach only the pages that show fleet data, as
+// the fleet model's notices (see events).
 //
 // The hub owns its two goroutines: start runs them, stop ends them and
 // returns once both have.
@@ -163,9 +165,20 @@ const (
 // events is the server-sent event stream of "change" notices. A
 // reconnecting browser sends Last-Event-ID and gets a change at once when it
 // missed one (or talks to another console replica).
+//
+// With fleet=1 (pages that show fleet data) the stream also carries "fleet"
+// events, at most one a second, when the fleet model changed: instance
+// acks and reports wake only those pages. They have no id, so they leave
+// Last-Event-ID at the last change; a reconnecting page refreshes anyway.
 func (h *handler) events(c *gin.Context) {
 	ch, unsubscribe := h.hub.subscribe()
 	defer unsubscribe()
+	var fleetCh <-chan struct{} // nil: never ready
+	if c.Query("fleet") == "1" {
+		var cancel func()
+		fleetCh, cancel = h.fleet.Subscribe()
+		defer cancel()
+	}
 	w := c.Writer
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -191,6 +204,8 @@ func (h *handler) events(c *gin.Context) {
 			return
 		case rev := <-ch:
 			writeChange(w, rev)
+		case <-fleetCh:
+			fmt.Fprint(w, "event: fleet\ndata: \n\n")
 		case <-beat.C:
 			fmt.Fprint(w, ": keep-alive\n\n")
 		}

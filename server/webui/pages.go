@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,32 +15,56 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
-// instances lists the SDK instances of an app (or of every app).
+// instances lists the live SDK instances of an app (or of every app) with
+// their signals, and the app's switches that are on.
 func (h *handler) instances(c *gin.Context) {
 	app := c.Param("app")
 	if app == "" {
 		app = c.Query("app")
 	}
-	f := h.loadFleet(c.Request.Context())
-	apps := f.Apps()
+	f := h.fleetView(c)
+	apps := h.fleet.Apps()
 	if app != "" {
 		apps = []string{app}
 	}
 	type group struct {
 		App       string
-		Want      int64
-		Instances []InstanceRow
+		Instances []fleet.InstanceView
+		Stale     int
 		Switches  []SwitchRow
 	}
 	var groups []group
 	for _, a := range apps {
+		g := group{App: a, Instances: h.fleet.Instances(a)}
+		for _, in := range g.Instances {
+			if in.Stale {
+				g.Stale++
+			}
+		}
 		list, _ := h.svc.ListSwitches(c.Request.Context(), a)
-		groups = append(groups, group{App: a, Want: f.Want(a), Instances: f.Instances(a), Switches: switchRows(list, f)})
+		list = slices.DeleteFunc(list, func(s server.Switch) bool { return s.State != wire.StateOn })
+		g.Switches = switchRows(list, f, false)
+		groups = append(groups, g)
 	}
-	h.render(c, http.StatusOK, "instances", &page{Title: "Instances", Nav: "instances", Data: map[string]any{"Groups": groups, "App": app, "Fleet": f}})
+	h.render(c, http.StatusOK, "instances", &page{Title: "Instances", Nav: "instances", Fleet: true, Data: map[string]any{"Groups": groups, "App": app, "Fleet": f}})
+}
+
+// instance shows one live SDK instance: what it applied and, per switch
+// and limit rule, what it reports.
+func (h *handler) instance(c *gin.Context) {
+	app, id := c.Param("app"), c.Param("id")
+	f := h.fleetView(c)
+	in, ok := h.fleet.Instance(app, id)
+	if !ok {
+		h.message(c, http.StatusNotFound, "No such instance", "There is no live instance "+app+"/"+id+": it never registered, or it stopped (its key ends with its lease).")
+		return
+	}
+	h.render(c, http.StatusOK, "instance", &page{Title: "Instance " + app + "/" + id, Nav: "instances", Fleet: true, Data: map[string]any{"I": in, "Fleet": f}})
 }
 
 // auditQuery reads the audit filters; times are datetime-local values in
@@ -86,9 +111,9 @@ func (h *handler) auditPage(c *gin.Context) {
 		p.Error = "Fix the filters marked below."
 		f = audit.Filter{Limit: 50}
 	}
-	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), f)
+	events, next, err := h.svc.ListAudit(c.Request.Context(), f)
 	if err != nil {
-		h.fail(c, "audit", p, "page", server.ErrUnavailable)
+		h.fail(c, "audit", p, "page", err)
 		return
 	}
 	res, verr := h.verify.get(c.Request.Context(), h.svc.DB())
@@ -124,7 +149,7 @@ func (h *handler) auditExport(c *gin.Context) {
 	c.Header("Content-Type", ctype)
 	c.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="switchyard-audit-%s.%s"`, time.Now().UTC().Format("20060102-150405"), format))
 	c.Status(http.StatusOK)
-	if err := audit.Export(c.Request.Context(), h.svc.DB(), c.Writer, format, f); err != nil {
+	if err := h.svc.ExportAudit(c.Request.Context(), c.Writer, format, f); err != nil {
 		h.log.Error("webui: audit export", "err", err)
 	}
 }

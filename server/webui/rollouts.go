@@ -123,7 +123,8 @@ func (h *handler) rolloutPage(c *gin.Context) { h.renderRollout(c, http.StatusOK
 // form on it.
 func (h *handler) renderRollout(c *gin.Context, status int, form string, ferr error) {
 	app := c.Param("app")
-	p := &page{Title: "Staged rollout", Nav: "switches"}
+	// Fleet: instance acks refresh the timeline's applied N/M as they come.
+	p := &page{Title: "Staged rollout", Nav: "switches", Fleet: true}
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil {
 		h.fail(c, "rollout", p, "page", missing(server.ErrNotFound, "staged rollout "+c.Param("id")))

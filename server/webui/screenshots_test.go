@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "regenerate docs/screenshots/*.png")
@@ -48,6 +49,7 @@ func TestScreenshots(t *testing.T) {
 		{"switches.png", "/ui/switches", 1280, 800},
 		{"limit-editor.png", "/ui/limits/edit?app=checkout&resource=POST+%2Forders", 1280, 800},
 		{"instances.png", "/ui/apps/checkout/instances", 1280, 800},
+		{"instance.png", "/ui/apps/checkout/instances/checkout-7f9c-1", 1280, 800},
 		{"overview-phone.png", "/ui/", 390, 844},
 		{"switch-detail-phone.png", "/ui/apps/search/switches/suggestions", 390, 844},
 	}
@@ -122,27 +124,75 @@ func seedDemo(t testing.TB, c *console.Console) {
 	_, _, err = c.Service.CreateLimit(ctx, alice, "search", server.LimitInput{LimitRule: wire.LimitRule{Resource: "GET /suggest", Kind: wire.KindConcurrency, Max: 64, Mode: wire.ModeShadow}, Reason: "measure before enforcing"})
 	must(err)
 
-	// Instances as SDKs register them: most have applied the newest
-	// revision, one lags behind.
+	// Instances as SDKs write their keys: most have applied the newest
+	// revision and report signals; one runs an SDK too old to report and
+	// lags behind. An hour of reports (ten-second counters, sampled every
+	// five minutes) gives the Overview's sparklines their shape.
 	waitPublished(t, c)
-	rev, err := c.Etcd.Get(ctx, wire.NamespacePrefix(c.Config.Namespace), clientv3WithCountOnly()...)
-	must(err)
-	now := time.Now().UTC()
-	for i, id := range []string{"checkout-7f9c-1", "checkout-7f9c-2", "checkout-7f9c-3", "checkout-7f9c-4", "search-55d2-1", "search-55d2-2"} {
-		app := "checkout"
-		if i >= 4 {
-			app = "search"
-		}
-		applied := rev.Header.Revision
-		if i == 3 {
-			applied -= 6
-		}
-		inst := wire.Instance{App: app, InstanceID: id, Labels: map[string]string{"zone": []string{"eu-1", "eu-2"}[i%2], "canary": map[bool]string{true: "true", false: "false"}[i == 0]},
-			SDKVersion: "v0.9.0", AppliedRevision: applied, AppliedAt: now.Add(-time.Duration(i*7) * time.Second), StartedAt: now.Add(-3 * time.Hour)}
-		b, _ := json.Marshal(inst)
-		_, err := c.Etcd.Put(ctx, wire.InstanceKey(c.Config.Namespace, app, id), string(b))
-		must(err)
+	rev := etcdRevision(t, c)
+	now := time.Now().UTC().Truncate(time.Second)
+	type pod struct {
+		app, id string
+		labels  map[string]string
+		// per report: degraded answers of each switch and rejections of
+		// each rule since the previous one
+		switches map[string]uint64
+		limits   map[string]wire.LimitSignal
+		breaker  string
 	}
+	pods := []pod{
+		{"checkout", "checkout-7f9c-1", map[string]string{"zone": "eu-1", "canary": "true"}, map[string]uint64{"recommend": 420, "price-cache": 90}, map[string]wire.LimitSignal{"POST /orders": {Allowed: 1900, Rejected: 60}}, ""},
+		{"checkout", "checkout-7f9c-2", map[string]string{"zone": "eu-2", "canary": "false"}, map[string]uint64{"recommend": 380}, map[string]wire.LimitSignal{"POST /orders": {Allowed: 2000, Rejected: 45}}, ""},
+		{"checkout", "checkout-7f9c-3", map[string]string{"zone": "eu-1", "canary": "false"}, map[string]uint64{"recommend": 400}, map[string]wire.LimitSignal{"POST /orders": {Allowed: 1950, Rejected: 50}}, ""},
+		{"search", "search-55d2-1", map[string]string{"zone": "eu-1"}, map[string]uint64{"suggestions": 260}, map[string]wire.LimitSignal{"GET /suggest": {Allowed: 3000, ShadowRejected: 120}}, ""},
+		{"search", "search-55d2-2", map[string]string{"zone": "eu-2"}, map[string]uint64{"suggestions": 0}, map[string]wire.LimitSignal{"GET /suggest": {Allowed: 2800, ShadowRejected: 90}}, ""},
+		{"payments", "payments-31a0-1", map[string]string{"zone": "eu-1"}, nil, map[string]wire.LimitSignal{"ledger": {Allowed: 300}}, wire.BreakerOpen},
+	}
+	// shape scales each report's counts: quiet an hour ago, the incident
+	// peaking half an hour ago, easing since.
+	shape := []float64{0, 0, 0.05, 0.3, 0.9, 1.4, 1.2, 1, 0.8, 0.7, 0.6, 0.5}
+	total := map[string]*wire.Report{}
+	for k, f := range shape {
+		at := now.Add(-time.Duration(len(shape)-1-k) * 10 * time.Second)
+		for _, p := range pods {
+			r := total[p.id]
+			if r == nil {
+				r = &wire.Report{Switches: map[string]wire.SwitchSignal{}, Limits: map[string]wire.LimitSignal{}}
+				total[p.id] = r
+			}
+			r.At = at.Unix()
+			for name, n := range p.switches {
+				sig := r.Switches[name]
+				sig.Degraded += uint64(f * float64(n))
+				if name == "suggestions" {
+					sig.Fallbacks = sig.Degraded
+				}
+				sig.LastRead = at.Unix()
+				sig.Latency = []uint64{sig.Degraded * 7 / 10, sig.Degraded * 2 / 10, sig.Degraded / 10}
+				r.Switches[name] = sig
+			}
+			for res, l := range p.limits {
+				sig := r.Limits[res]
+				sig.Allowed += l.Allowed
+				sig.Rejected += uint64(f * float64(l.Rejected))
+				sig.ShadowRejected += uint64(f * float64(l.ShadowRejected))
+				sig.Breaker = p.breaker
+				r.Limits[res] = sig
+			}
+			b, _ := json.Marshal(r)
+			var sent wire.Report
+			must(json.Unmarshal(b, &sent)) // a copy: later reports add to r
+			putInstance(t, c, wire.Instance{App: p.app, InstanceID: p.id, Labels: p.labels, SDKVersion: "v1.2.0", AppliedRevision: rev,
+				AppliedAt: now.Add(-3 * time.Minute), StartedAt: now.Add(-3 * time.Hour), ReportInterval: wire.Duration(10 * time.Second), Report: &sent})
+		}
+		for _, p := range pods {
+			waitFleet(t, c, p.id+"'s report", reported(p.app, p.id, at.Unix()))
+		}
+		c.Fleet.Sample(time.Now().Add(-time.Duration(len(shape)-1-k) * 5 * time.Minute))
+	}
+	putInstance(t, c, wire.Instance{App: "checkout", InstanceID: "checkout-7f9c-4", Labels: map[string]string{"zone": "eu-2", "canary": "false"}, SDKVersion: "v0.9.0",
+		AppliedRevision: rev - 6, AppliedAt: now.Add(-40 * time.Minute), StartedAt: now.Add(-5 * time.Hour)})
+	waitFleet(t, c, "checkout-7f9c-4", func(m *fleet.Model) bool { _, ok := m.Instance("checkout", "checkout-7f9c-4"); return ok })
 }
 
 // waitPublished waits until etcd holds every switch at its database version

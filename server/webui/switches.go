@@ -17,17 +17,25 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 )
 
-// SwitchRow is a switch with its convergence.
+// SwitchRow is a switch with what the fleet says about it.
 type SwitchRow struct {
 	server.SwitchView
-	Applied Applied
+	// Fleet is set for switches that are on (the pages show nothing of the
+	// fleet for the others).
+	Fleet SwitchFleet
 }
 
-func switchRows(list []server.Switch, f *fleetSnapshot) []SwitchRow {
+// switchRows adds the fleet's view to the switches of list that are on;
+// spark adds their sparklines.
+func switchRows(list []server.Switch, f *fleetView, spark bool) []SwitchRow {
 	out := make([]SwitchRow, 0, len(list))
 	for i := range list {
 		s := &list[i]
-		out = append(out, SwitchRow{SwitchView: s.View(), Applied: f.Applied(s.App, s.Name, s.Version)})
+		row := SwitchRow{SwitchView: s.View()}
+		if s.State == wire.StateOn {
+			row.Fleet = f.Switch(s, spark)
+		}
+		out = append(out, row)
 	}
 	return out
 }
@@ -43,16 +51,16 @@ func (h *handler) overview(c *gin.Context) { h.renderOverview(c, "", nil) }
 // renderOverview shows the overview; form and ferr describe a failed form
 // on it (a row's turn-off, or the turn-on form "quickon").
 func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
-	p := &page{Title: "What is degraded now", Nav: "overview"}
+	p := &page{Title: "What is degraded now", Nav: "overview", Fleet: true}
 	list, err := h.svc.ListSwitches(c.Request.Context(), "")
 	if err != nil {
-		p.Data = map[string]any{"Fleet": &fleetSnapshot{}}
+		p.Data = map[string]any{"Fleet": &fleetView{}}
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
 	rules, err := h.svc.ListLimits(c.Request.Context(), "")
 	if err != nil {
-		p.Data = map[string]any{"Fleet": &fleetSnapshot{}}
+		p.Data = map[string]any{"Fleet": &fleetView{}}
 		h.fail(c, "overview", p, "page", err)
 		return
 	}
@@ -66,9 +74,13 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 			off = append(off, s)
 		}
 	}
-	f := h.loadFleet(c.Request.Context())
+	f := h.fleetView(c)
 	sections, serr := h.overviewSections(c)
-	p.Data = map[string]any{"On": switchRows(on, f), "Off": off, "Total": len(list), "Limits": limitsInForce(rules, f), "Fleet": f, "Sections": sections}
+	limits, enforcing, turning := limitsInForce(rules, f)
+	p.Data = map[string]any{
+		"On": switchRows(on, f, true), "Off": off, "Total": len(list),
+		"Limits": limits, "Enforcing": enforcing, "Turning": turning, "Fleet": f, "Sections": sections,
+	}
 	if ferr == nil && serr != nil {
 		form, ferr = "page", serr
 	}
@@ -89,7 +101,7 @@ func (h *handler) renderOverview(c *gin.Context, form string, ferr error) {
 // switchList lists switches with filters app, level, state and owner.
 func (h *handler) switchList(c *gin.Context) {
 	filter := map[string]string{"app": c.Query("app"), "level": c.Query("level"), "state": c.Query("state"), "owner": c.Query("owner")}
-	p := &page{Title: "Switches", Nav: "switches"}
+	p := &page{Title: "Switches", Nav: "switches", Fleet: true}
 	list, err := h.svc.ListSwitches(c.Request.Context(), filter["app"])
 	if err != nil {
 		h.fail(c, "switches", p, "page", err)
@@ -108,7 +120,7 @@ func (h *handler) switchList(c *gin.Context) {
 	if filter["app"] != "" {
 		p.Title = "Switches of " + filter["app"]
 	}
-	p.Data = map[string]any{"Rows": switchRows(keep, h.loadFleet(c.Request.Context())), "Filter": filter, "Count": len(list)}
+	p.Data = map[string]any{"Rows": switchRows(keep, h.fleetView(c), false), "Filter": filter, "Count": len(list)}
 	h.render(c, http.StatusOK, "switches", p)
 }
 
@@ -116,7 +128,7 @@ func (h *handler) switchList(c *gin.Context) {
 // failed form on it.
 func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error) {
 	app, name := c.Param("app"), c.Param("name")
-	p := &page{Title: app + "/" + name, Nav: "switches"}
+	p := &page{Title: app + "/" + name, Nav: "switches", Fleet: true}
 	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
 	if err != nil {
 		if form == "" || errors.Is(err, server.ErrNotFound) {
@@ -126,9 +138,9 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 		h.fail(c, "switch", p, form, ferr)
 		return
 	}
-	events, next, err := audit.List(c.Request.Context(), h.svc.DB(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
+	events, next, err := h.svc.ListAudit(c.Request.Context(), audit.Filter{Target: sw.Target(), Limit: 50, BeforeID: cursor(c.Query("before"))})
 	if err != nil {
-		h.fail(c, "switch", p, "page", server.ErrUnavailable)
+		h.fail(c, "switch", p, "page", err)
 		return
 	}
 	fallback := ""
@@ -138,7 +150,7 @@ func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error
 	history := eventRows(events)
 	sections, serr := h.switchSections(c, sw)
 	p.Data = map[string]any{
-		"S": sw.View(), "Applied": h.loadFleet(c.Request.Context()).Applied(app, name, sw.Version),
+		"S": sw.View(), "Fleet": h.fleetView(c).Switch(sw, true),
 		"History": history, "Next": next, "Fallback": fallback, "Sections": sections,
 	}
 	if ferr == nil && serr != nil {

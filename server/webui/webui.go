@@ -22,6 +22,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/web"
@@ -63,6 +64,7 @@ type Deps struct {
 // auto-triggers, drills, expiry and findings, notification channels); each
 // has a file of pages here, which registerDomains mounts.
 type Domains struct {
+	Drills *drill.Service
 	// Rollouts are the staged rollouts (rollouts.go).
 	Rollouts *rollout.Service
 }
@@ -71,6 +73,9 @@ type Domains struct {
 // checked) and registers its sections of the switch page and the Overview
 // (sections.go).
 func (h *handler) registerDomains(in *gin.RouterGroup) {
+	if h.domains.Drills != nil {
+		drillPages{h, h.domains.Drills}.register(in)
+	}
 	if h.domains.Rollouts != nil {
 		h.registerRollouts(in)
 	}
@@ -89,7 +94,7 @@ func New(d Deps, o Options) *UI {
 	}
 	db := d.Service.DB()
 	h := &handler{
-		svc: d.Service, fleet: d.Fleet, etcd: d.Etcd, ns: d.Namespace, pages: parseTemplates(), log: d.Logger,
+		svc: d.Service, fleet: d.Fleet, pages: parseTemplates(), log: d.Logger,
 		sessions: &sessions{db: db, svc: d.Service, ttl: o.SessionTTL, idle: o.IdleTimeout},
 		hub:      newHub(d.Etcd, db, d.Namespace),
 		signIn:   newSignInThrottle(o.Clock),
@@ -117,8 +122,6 @@ type handler struct {
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
 	domains    Domains
-	etcd       *clientv3.Client
-	ns         string
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -153,6 +156,7 @@ func (h *handler) routes(r *gin.Engine) {
 	sw.POST("/rollback", h.rollback)
 	sw.POST("/delete", h.deleteSwitch)
 	in.GET("/apps/:app/instances", h.instances)
+	in.GET("/apps/:app/instances/:id", h.instance)
 	in.GET("/instances", h.instances)
 	in.GET("/limits", h.limitList)
 	in.GET("/limits/edit", h.limitPage)
@@ -198,6 +202,9 @@ type page struct {
 	Errors map[string]string // field errors of that form
 	Error  string            // the form's error that names no field
 	Values url.Values        // what was submitted, to refill the form
+	// Fleet marks a page that shows fleet data: it follows the stream's
+	// "fleet" events as well as its "change" events.
+	Fleet bool
 }
 
 // Err returns the error of field in form, if that form failed. A field
@@ -275,6 +282,7 @@ var funcs = template.FuncMap{
 		return tm.UTC().Format(stampLayout)
 	},
 	"pct":          percent,
+	"rate":         rate,
 	"defaultMaxOn": func() string { return shortDuration(server.DefaultMaxOn) },
 	"levelName":    func(l wire.Level) string { return l.Label() },
 	"dangerous":    server.NeedsConfirmation,

@@ -4,6 +4,8 @@
 
   // ---- Live updates: an event stream says "something changed"; the page
   // fetches itself and swaps every [data-live] region that is not in use.
+  // Pages that show fleet data ask for a stream with "fleet" events too
+  // (instance acks and reports, at most one a second); others never get them.
   var liveURL = document.body.getAttribute("data-live-url");
   var statusEl = document.getElementById("live-status");
   var pending = false, inflight = false, last = 0;
@@ -61,6 +63,7 @@
   function connect() {
     var es = new EventSource(liveURL);
     es.addEventListener("change", schedule);
+    es.addEventListener("fleet", schedule);
     es.onopen = function () {
       setStatus(true);
       retry = 1000;
@@ -77,9 +80,10 @@
 
   if (liveURL && window.EventSource) {
     connect();
-    // A region showing something in motion that instance acks do not
-    // announce (a rollout's applied N/M, the time left in its hold) asks
-    // with data-live-every="<seconds>" to be refreshed that often too.
+    // A region showing something in motion that no event announces (the
+    // time left in a rollout's hold, a job's progress between its audited
+    // changes) asks with data-live-every="<seconds>" to be refreshed that
+    // often too.
     setInterval(function () {
       var el = document.querySelector("[data-live][data-live-every]");
       if (el && Date.now() - last >= 1000 * parseInt(el.getAttribute("data-live-every"), 10)) schedule();

@@ -1,0 +1,184 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/drill"
+)
+
+// drills serves /apps/:app/drills and the runs of each drill.
+type drills struct{ svc *drill.Service }
+
+func (d drills) register(apps *gin.RouterGroup) {
+	apps.GET("/drills", d.list)
+	apps.POST("/drills", d.create)
+	apps.GET("/drills/:name", d.get)
+	apps.PATCH("/drills/:name", d.update)
+	apps.DELETE("/drills/:name", d.remove)
+	apps.GET("/drills/:name/runs", d.runs)
+	apps.POST("/drills/:name/runs", d.start)
+	apps.GET("/drills/:name/runs/:run", d.run)
+	apps.GET("/drills/:name/runs/:run/report.json", d.report(false))
+	apps.GET("/drills/:name/runs/:run/report.md", d.report(true))
+	apps.POST("/drills/:name/runs/:run/abort", d.abort)
+}
+
+func (d drills) list(c *gin.Context) {
+	list, err := d.svc.List(c.Request.Context(), c.Param("app"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]drill.DrillView, 0, len(list))
+	for i := range list {
+		out = append(out, list[i].View(d.svc.Now()))
+	}
+	c.JSON(http.StatusOK, gin.H{"drills": out})
+}
+
+func (d drills) create(c *gin.Context) {
+	var in drill.Input
+	if !bind(c, &in) {
+		return
+	}
+	dr, err := d.svc.Create(c.Request.Context(), actor(c), c.Param("app"), in)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"drill": dr.View(d.svc.Now())})
+}
+
+func (d drills) get(c *gin.Context) {
+	dr, err := d.svc.Get(c.Request.Context(), c.Param("app"), c.Param("name"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"drill": dr.View(d.svc.Now())})
+}
+
+func (d drills) update(c *gin.Context) {
+	var patch map[string]json.RawMessage
+	if !bind(c, &patch) {
+		return
+	}
+	dr, err := d.svc.Update(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), patch)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"drill": dr.View(d.svc.Now())})
+}
+
+func (d drills) remove(c *gin.Context) {
+	ch, ok := bindChange(c)
+	if !ok {
+		return
+	}
+	if err := d.svc.Delete(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), ch); err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"deleted": true})
+}
+
+func (d drills) runs(c *gin.Context) {
+	var v []*server.FieldError
+	limit := queryInt(c, "limit", 1000, &v)
+	if len(v) > 0 {
+		fail(c, &server.ValidationError{Fields: v})
+		return
+	}
+	list, err := d.svc.Runs(c.Request.Context(), c.Param("app"), c.Param("name"), int(limit))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	out := make([]drill.RunView, 0, len(list))
+	for i := range list {
+		out = append(out, list[i].View())
+	}
+	c.JSON(http.StatusOK, gin.H{"runs": out})
+}
+
+func (d drills) start(c *gin.Context) {
+	var in drill.RunInput
+	if !bind(c, &in) {
+		return
+	}
+	r, err := d.svc.Start(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), in)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"run": r.View()})
+}
+
+// runNumber parses :run; false when it answered the problem.
+func runNumber(c *gin.Context) (int64, bool) {
+	n, err := strconv.ParseInt(c.Param("run"), 10, 64)
+	if err != nil || n < 1 {
+		fail(c, &server.ValidationError{Fields: []*server.FieldError{{Field: "run", Msg: "must be a run number (1, 2, …)"}}})
+		return 0, false
+	}
+	return n, true
+}
+
+func (d drills) run(c *gin.Context) {
+	n, ok := runNumber(c)
+	if !ok {
+		return
+	}
+	r, err := d.svc.Run(c.Request.Context(), c.Param("app"), c.Param("name"), n)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"run": r.View()})
+}
+
+// report downloads a run's report as JSON or as a Markdown summary.
+func (d drills) report(markdown bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		n, ok := runNumber(c)
+		if !ok {
+			return
+		}
+		r, err := d.svc.Run(c.Request.Context(), c.Param("app"), c.Param("name"), n)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		name := r.App + "-" + r.Drill + "-" + strconv.FormatInt(r.Number, 10)
+		if markdown {
+			c.Header("Content-Disposition", `attachment; filename="`+name+`.md"`)
+			c.Data(http.StatusOK, "text/markdown; charset=utf-8", []byte(r.Markdown()))
+			return
+		}
+		c.Header("Content-Disposition", `attachment; filename="`+name+`.json"`)
+		c.JSON(http.StatusOK, r.View())
+	}
+}
+
+func (d drills) abort(c *gin.Context) {
+	n, ok := runNumber(c)
+	if !ok {
+		return
+	}
+	var in drill.AbortInput
+	if !bind(c, &in) {
+		return
+	}
+	r, err := d.svc.Abort(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), n, in)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"run": r.View()})
+}

@@ -1,0 +1,249 @@
+package drill
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func mustPlan(t *testing.T, s Spec) *plan {
+	t.Helper()
+	if s.Switch == "" {
+		s.Switch = "recommend"
+	}
+	if s.Duration == "" {
+		s.Duration = "1m"
+	}
+	if s.Target.Percent == nil && s.Target.Selector == "" {
+		s.Target.Selector = "canary=true"
+	}
+	if s.Probes == nil {
+		s.Probes = []Probe{{URL: "http://svc/x"}}
+	}
+	p, err := s.compile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestPointer: RFC 6901 parsing and resolution, including escapes, array
+// indexes and members whose value is null.
+func TestPointer(t *testing.T) {
+	var doc any
+	_ = json.Unmarshal([]byte(`{"items":[{"id":"a"}],"a/b":1,"m~n":2,"nil":null,"":3,"01":4}`), &doc)
+	for _, tc := range []struct {
+		ptr  string
+		want bool
+		bad  bool
+	}{
+		{"", true, false}, {"/items", true, false}, {"/items/0/id", true, false}, {"/items/1", false, false},
+		{"/items/-", false, false}, {"/items/01", false, false}, {"/a~1b", true, false}, {"/m~0n", true, false},
+		{"/nil", true, false}, {"/", true, false}, {"/01", true, false}, {"/missing", false, false}, {"/items/0/id/x", false, false},
+		{"items", false, true}, {"/a~2", false, true}, {"/a~", false, true},
+	} {
+		p, err := parsePointer(tc.ptr)
+		if (err != nil) != tc.bad {
+			t.Errorf("%q: parse error %v, want bad=%v", tc.ptr, err, tc.bad)
+			continue
+		}
+		if !tc.bad && p.resolve(doc) != tc.want {
+			t.Errorf("%q: resolve %v, want %v", tc.ptr, !tc.want, tc.want)
+		}
+	}
+}
+
+// TestDueAt: the cron times owed between the last one dealt with and now,
+// in the drill's time zone: none yet, one on time, one late within the
+// starting deadline, missed ones counted once.
+func TestDueAt(t *testing.T) {
+	berlin, _ := time.LoadLocation("Europe/Berlin")
+	at := func(d, h, m int) time.Time { return time.Date(2030, 3, d, h, m, 0, 0, berlin).UTC() }
+	pl := mustPlan(t, Spec{Schedule: "30 3 * * *", Timezone: "Europe/Berlin", StartingDeadline: "5m"})
+	for _, tc := range []struct {
+		name        string
+		last, now   time.Time
+		start       time.Time
+		missed      int
+		missedFirst time.Time
+	}{
+		{"before the time", at(4, 3, 0), at(4, 3, 29), time.Time{}, 0, time.Time{}},
+		{"at the time", at(4, 3, 0), at(4, 3, 30), at(4, 3, 30), 0, time.Time{}},
+		{"late within the deadline", at(4, 3, 0), at(4, 3, 35), at(4, 3, 30), 0, time.Time{}},
+		{"late beyond the deadline", at(4, 3, 0), at(4, 3, 36), time.Time{}, 1, at(4, 3, 30)},
+		{"down for days, due now", at(1, 4, 0), at(4, 3, 31), at(4, 3, 30), 2, at(2, 3, 30)},
+		{"down for days, nothing due", at(1, 4, 0), at(4, 12, 0), time.Time{}, 3, at(2, 3, 30)},
+	} {
+		du := dueAt(pl, tc.last, tc.now)
+		if !du.Start.Equal(tc.start) || du.MissedCount != tc.missed || (tc.missed > 0 && !du.Missed[0].Equal(tc.missedFirst)) {
+			t.Errorf("%s: %+v", tc.name, du)
+		}
+	}
+	// 03:30 Berlin is 02:30 UTC in winter and 01:30 UTC in summer.
+	if next := pl.next(at(30, 4, 0)); !next.Equal(time.Date(2030, 3, 31, 1, 30, 0, 0, time.UTC)) {
+		t.Errorf("after the switch to summer time: %v", next)
+	}
+	off := mustPlan(t, Spec{Schedule: "30 3 * * *", Enabled: new(bool)})
+	if du := dueAt(off, at(1, 0, 0), at(9, 0, 0)); !du.Start.IsZero() || du.MissedCount != 0 {
+		t.Errorf("disabled drill owes %+v", du)
+	}
+}
+
+// TestBlackout: fixed and recurring windows, start inclusive, end exclusive.
+func TestBlackout(t *testing.T) {
+	start, end := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)
+	pl := mustPlan(t, Spec{Timezone: "UTC", Blackout: []Blackout{{Start: &start, End: &end}, {Cron: "0 9 * * 1-5", Duration: "8h"}}})
+	for _, tc := range []struct {
+		t    time.Time
+		want bool
+	}{
+		{start, true}, {end.Add(-time.Second), true}, {end, false},
+		{time.Date(2030, 1, 7, 9, 0, 0, 0, time.UTC), true},   // Monday 09:00
+		{time.Date(2030, 1, 7, 16, 59, 0, 0, time.UTC), true}, // Monday 16:59
+		{time.Date(2030, 1, 7, 17, 0, 0, 0, time.UTC), false},
+		{time.Date(2030, 1, 5, 12, 0, 0, 0, time.UTC), false}, // Saturday
+	} {
+		if got := pl.blackoutAt(tc.t) != ""; got != tc.want {
+			t.Errorf("%v: in blackout %v, want %v", tc.t, got, tc.want)
+		}
+	}
+}
+
+// TestDecide is the run state machine as a table: what a step does from
+// the phase, the evidence and now.
+func TestDecide(t *testing.T) {
+	pl := mustPlan(t, Spec{Duration: "30s", EffectWithin: "5s", RecoverWithin: "20s"})
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	after := func(d time.Duration) *time.Time { x := t0.Add(d); return &x }
+	ms := func(v int64) *int64 { return &v }
+	rose := map[string]*InstanceEvidence{"a": {Targeted: true, RoseAfterMS: ms(300)}, "b": {Targeted: false}}
+	quiet := map[string]*InstanceEvidence{"a": {Targeted: true, RoseAfterMS: ms(300)}, "c": {Targeted: true}}
+	stopped := map[string]*InstanceEvidence{"a": {Targeted: true, StoppedAfterMS: ms(900)}, "c": {Targeted: true, Gone: true}}
+	for _, tc := range []struct {
+		name  string
+		phase string
+		p     Progress
+		now   time.Duration
+		want  action
+	}{
+		{"pending starts", PhasePending, Progress{}, 0, actStart},
+		{"all rose: probe at once", PhaseActive, Progress{AppliedAt: &t0, Instances: rose}, time.Second, actProbe},
+		{"one quiet: wait", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 4 * time.Second, actWait},
+		{"one quiet at the effect deadline: probe", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 5 * time.Second, actProbe},
+		{"nobody in the slice: probe at the deadline", PhaseActive, Progress{AppliedAt: &t0}, 5 * time.Second, actProbe},
+		{"checked, holding", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 29 * time.Second, actWait},
+		{"duration over: revert", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 30 * time.Second, actRevert},
+		{"aborted: revert at once", PhaseActive, Progress{AppliedAt: &t0, AbortReason: "x", Instances: quiet}, time.Second, actRevert},
+		{"duration over before the effect check: probe first", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 40 * time.Second, actProbe},
+		{"recovering: wait", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 10 * time.Second, actWait},
+		{"recovered (one gone): finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: stopped}, time.Second, actFinish},
+		{"recover deadline: finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 20 * time.Second, actFinish},
+	} {
+		if got := decide(tc.phase, &tc.p, pl, t0.Add(tc.now)); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestObserve: the evidence of take-up and of recovery from successive
+// fleet views.
+func TestObserve(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := &Progress{OverrideRevision: 10, AppliedAt: &t0}
+	p.recordBaseline([]seen{{ID: "a", Degraded: 5, Signals: true}, {ID: "b", Degraded: 0, Signals: true}})
+	p.observeEffect([]seen{{ID: "a", Targeted: true, Applied: true, Degraded: 5, Signals: true}, {ID: "b", Targeted: true, Signals: true}}, t0.Add(300*time.Millisecond))
+	p.observeEffect([]seen{{ID: "a", Targeted: true, Applied: true, Degraded: 9, Signals: true}, {ID: "b", Targeted: true, Applied: true, Signals: true}}, t0.Add(time.Second))
+	a, b := p.Instances["a"], p.Instances["b"]
+	if *a.AppliedAfterMS != 300 || *a.RoseAfterMS != 1000 || b.RoseAfterMS != nil || p.allRose() {
+		t.Fatalf("effect: a %+v b %+v", a, b)
+	}
+	pl := mustPlan(t, Spec{})
+	if v := judgeEffect(p, pl); v.Result != Fail || !strings.Contains(v.Summary, "b") {
+		t.Fatalf("effect verdict: %+v", v)
+	}
+	rt := t0.Add(time.Minute)
+	p.RevertRevision, p.RevertedAt = 20, &rt
+	// a: its first report after the revert shows 12 (rose since 9), then 12 again.
+	p.observeRecovery([]seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 100}, {ID: "b", AppliedRevision: 20, LastReport: 100}}, rt.Add(time.Second))
+	if a.StoppedAfterMS != nil || b.StoppedAfterMS == nil || p.allRecovered() {
+		t.Fatalf("recovery 1: a %+v b %+v", a, b)
+	}
+	p.observeRecovery([]seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 100}}, rt.Add(1500*time.Millisecond))
+	if a.StoppedAfterMS != nil {
+		t.Fatal("stopped without a newer report")
+	}
+	p.observeRecovery([]seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 101}}, rt.Add(2*time.Second))
+	if a.StoppedAfterMS == nil || *a.StoppedAfterMS != 2000 || b.Gone || !p.allRecovered() {
+		t.Fatalf("recovery 2: a %+v b %+v", a, b)
+	}
+	if v := judgeRecovery(p); v.Result != Fail || !strings.Contains(v.Summary, "probes") {
+		t.Fatalf("recovery verdict without after-probes: %+v", v)
+	}
+	p.After = []ProbeRound{{Requests: 5}}
+	if v := judgeRecovery(p); v.Result != Pass {
+		t.Fatalf("recovery verdict: %+v", v)
+	}
+	// An SDK whose ack of the revert carried nothing new writes no further
+	// report: a counter unchanged for 1.5 intervals + 1 s has stopped.
+	p.Instances["d"] = &InstanceEvidence{Targeted: true, AtRevert: 3}
+	quiet := []seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 101}, {ID: "d", AppliedRevision: 20, Degraded: 7, LastReport: 100, Interval: time.Second}}
+	p.observeRecovery(quiet, rt.Add(4*time.Second))
+	p.observeRecovery(quiet, rt.Add(6400*time.Millisecond))
+	if p.Instances["d"].StoppedAfterMS != nil {
+		t.Fatal("d stopped before it was quiet for 2.5 s")
+	}
+	p.observeRecovery(quiet, rt.Add(6500*time.Millisecond))
+	if got := p.Instances["d"].StoppedAfterMS; got == nil || *got != 6500 {
+		t.Fatalf("d quiet for 2.5 s: %v", got)
+	}
+	// An instance of the slice that leaves before it showed the revert
+	// settles the wait but fails the check.
+	p.Instances["c"] = &InstanceEvidence{Targeted: true}
+	p.observeRecovery([]seen{{ID: "a", AppliedRevision: 20, Degraded: 12, LastReport: 101}}, rt.Add(3*time.Second))
+	if !p.Instances["c"].Gone || !p.allRecovered() {
+		t.Fatalf("gone: %+v", p.Instances["c"])
+	}
+	if v := judgeRecovery(p); v.Result != Fail || !strings.Contains(v.Summary, "c") {
+		t.Fatalf("recovery verdict with c gone: %+v", v)
+	}
+}
+
+// TestOutcome: any failed verdict fails the run, an abort wins, a skipped
+// or inconclusive check makes it inconclusive.
+func TestOutcome(t *testing.T) {
+	pass := Verdict{Result: Pass}
+	all := Verdicts{pass, pass, pass, pass}
+	if o := outcome(&Progress{}, all); o != OutcomePassed {
+		t.Error(o)
+	}
+	one := all
+	one.Fast = Verdict{Result: Fail}
+	if o := outcome(&Progress{}, one); o != OutcomeFailed {
+		t.Error(o)
+	}
+	inc := all
+	inc.TakesEffect = Verdict{Result: Inconclusive}
+	if o := outcome(&Progress{}, inc); o != OutcomeInconclusive {
+		t.Error(o)
+	}
+	if o := outcome(&Progress{AbortReason: "x"}, one); o != OutcomeAborted {
+		t.Error(o)
+	}
+}
+
+// TestViewsHideProbeHeaders: readers of a drill or a run never see probe
+// header values; the stored spec keeps them.
+func TestViewsHideProbeHeaders(t *testing.T) {
+	spec := `{"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","headers":{"Authorization":"Bearer s3cret"}}]}`
+	d := &Drill{Spec: spec, Enabled: true}
+	r := &Run{Spec: spec, State: "{}"}
+	for _, v := range []Spec{d.View(time.Now()).Spec, r.View().Spec} {
+		if got := v.Probes[0].Headers["Authorization"]; got != "(hidden)" {
+			t.Errorf("header shown: %q", got)
+		}
+	}
+	if !strings.Contains(d.Spec, "s3cret") {
+		t.Error("the stored spec lost the header")
+	}
+}

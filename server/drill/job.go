@@ -1,0 +1,740 @@
+package drill
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/notify"
+)
+
+// Job is the leader job of the drills: it fires schedules (recording
+// missed, overlapping and refused runs) and moves every run in progress
+// through its phases (see decide), one fenced transaction per change of a
+// run. It steps every second, and every 200 ms while a run is in progress.
+type Job struct {
+	s    *Service
+	wake chan struct{}
+
+	mu      sync.Mutex
+	keepers map[int64]*keeper // by run id
+}
+
+// activeEvery is the pace of the steps while a run is in progress.
+const activeEvery = 200 * time.Millisecond
+
+// Name names the job in logs.
+func (j *Job) Name() string { return "drills" }
+
+// Every is the idle period between steps.
+func (j *Job) Every() time.Duration { return time.Second }
+
+// Wake asks for an early step (a run in progress, a run asked for).
+func (j *Job) Wake() <-chan struct{} { return j.wake }
+
+func (j *Job) kick() {
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// keeper keeps one run's override lease alive for one term.
+type keeper struct {
+	term    int64
+	lease   clientv3.LeaseID
+	cancel  context.CancelFunc
+	lost    atomic.Bool // the lease ended while the keeper ran
+	stopped atomic.Bool // the run removed its override itself
+}
+
+// Step fires due schedules and advances every run in progress.
+func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
+	var errs []error
+	if err := j.schedule(ctx, t, now); err != nil {
+		if errors.Is(err, server.ErrNotLeader) {
+			return err
+		}
+		errs = append(errs, err)
+	}
+	var runs []Run
+	if err := j.s.db.WithContext(ctx).Where("finished_at IS NULL").Order("id").Find(&runs).Error; err != nil {
+		return errors.Join(append(errs, fmt.Errorf("drill: read runs: %w", err))...)
+	}
+	for i := range runs {
+		if err := j.advance(ctx, t, &runs[i], now); err != nil {
+			if errors.Is(err, server.ErrNotLeader) {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("drill: %s: %w", runs[i].Cause(), err))
+		}
+	}
+	if len(runs) > 0 {
+		time.AfterFunc(activeEvery, j.kick)
+	}
+	return errors.Join(errs...)
+}
+
+// schedule records the runs the drills' schedules owe at now.
+func (j *Job) schedule(ctx context.Context, t server.Term, now time.Time) error {
+	var drills []Drill
+	if err := j.s.db.WithContext(ctx).Where("enabled = ?", true).Order("id").Find(&drills).Error; err != nil {
+		return fmt.Errorf("drill: read drills: %w", err)
+	}
+	var errs []error
+	for i := range drills {
+		d := &drills[i]
+		sp, err := d.spec()
+		if err != nil || sp.Schedule == "" {
+			continue
+		}
+		pl, err := sp.compile()
+		if err != nil {
+			continue
+		}
+		last := d.CreatedAt
+		if d.LastScheduledAt != nil {
+			last = *d.LastScheduledAt
+		}
+		du := dueAt(pl, last, now)
+		if du.Last.Equal(last) {
+			continue
+		}
+		_, err = j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error { return j.fire(tx, d, pl, du, last, now) })
+		if err != nil {
+			if errors.Is(err, server.ErrNotLeader) {
+				return err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fire records what one drill's schedule owes: a missed run for the cron
+// times that passed unrun, and the run due now — refused at once when it
+// would overlap the drill's run in progress.
+func (j *Job) fire(tx *server.JobTx, d *Drill, pl *plan, du due, last, now time.Time) error {
+	db := tx.DB()
+	res := db.Model(&Drill{}).Where("id = ? AND (last_scheduled_at IS NULL OR last_scheduled_at = ?)", d.ID, last).
+		Update("last_scheduled_at", du.Last)
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error // changed meanwhile: the next step sees the new schedule
+	}
+	if du.MissedCount > 0 {
+		r, err := newRun(db, d, now)
+		if err != nil {
+			return err
+		}
+		first := du.Missed[0]
+		r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &first, ViaSchedule, "schedule", audit.ActorDrill
+		r.Summary = fmt.Sprintf("missed %d scheduled run(s), %s: no console led at the time", du.MissedCount, missedSpan(du))
+		if pl.startingDeadline > 0 {
+			r.Summary += fmt.Sprintf(" or within the starting deadline of %s", shortDur(pl.startingDeadline))
+		}
+		closeAt(r, OutcomeMissed, now)
+		if err := db.Create(r).Error; err != nil {
+			return err
+		}
+	}
+	if du.Start.IsZero() {
+		return nil
+	}
+	r, err := newRun(db, d, now)
+	if err != nil {
+		return err
+	}
+	start := du.Start
+	r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &start, ViaSchedule, "schedule", audit.ActorDrill
+	open, err := openRun(db, d.App, d.Name)
+	if err != nil {
+		return err
+	}
+	if open != nil {
+		r.Summary = fmt.Sprintf("refused: the run scheduled for %s overlaps run #%d, still %s", stamp(start), open.Number, open.Phase)
+		closeAt(r, OutcomeRefused, now)
+	}
+	return db.Create(r).Error
+}
+
+func missedSpan(du due) string {
+	if len(du.Missed) == 1 {
+		return "at " + stamp(du.Missed[0])
+	}
+	return "from " + stamp(du.Missed[0]) + " to " + stamp(du.Missed[len(du.Missed)-1])
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+func closeAt(r *Run, outcome string, now time.Time) {
+	r.Phase, r.Outcome, r.FinishedAt = PhaseDone, outcome, &now
+}
+
+// holds reports whether this term keeps the run's lease alive.
+func (j *Job) holds(runID, term int64) (*keeper, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	k := j.keepers[runID]
+	return k, k != nil && k.term == term
+}
+
+// advance moves one run in progress on.
+func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time) error {
+	p := r.progress()
+	pl, err := r.plan()
+	if err != nil {
+		return j.close(ctx, t, r, p, OutcomeRefused, "refused: the drill's settings do not validate: "+err.Error())
+	}
+	k, held := j.holds(r.ID, t.Rev)
+	if (r.Phase == PhaseApplying || r.Phase == PhaseActive) && !held {
+		return j.interrupt(ctx, t, r, p)
+	}
+	if r.AbortRequest != "" && p.AbortReason == "" {
+		p.AbortReason = r.AbortRequest
+	}
+	switch r.Phase {
+	case PhasePending:
+		if p.AbortReason != "" {
+			return j.close(ctx, t, r, p, OutcomeAborted, p.AbortReason+" (before it started)")
+		}
+	case PhaseApplying:
+		return j.resumeApply(ctx, t, r, p, k)
+	case PhaseActive:
+		j.observeActive(ctx, r, p, pl, k, now)
+	case PhaseRecovering:
+		p.observeRecovery(j.fleet(r, pl), now)
+	}
+	switch decide(r.Phase, p, pl, now) {
+	case actStart:
+		return j.start(ctx, t, r, p, pl)
+	case actProbe:
+		for _, pr := range pl.probes {
+			p.Degraded = append(p.Degraded, j.s.prober.round(ctx, pr))
+		}
+		at := j.s.cfg.Service.Now()
+		p.EffectDoneAt = &at
+		p.note(at, "takes effect checked; degraded probes sent")
+		if rate := failureRate(p.Degraded); rate > pl.failureRate {
+			p.AbortReason, p.AbortByCondition = fmt.Sprintf("aborted: %.0f %% of the degraded probes failed (limit %.0f %%)", rate*100, pl.failureRate*100), true
+		}
+		return j.save(ctx, t, r, p, nil)
+	case actRevert:
+		return j.revert(ctx, t, r, p)
+	case actFinish:
+		for _, pr := range pl.probes {
+			p.After = append(p.After, j.s.prober.round(ctx, pr))
+		}
+		v := judge(p, pl)
+		p.Verdicts = &v
+		out := outcome(p, v)
+		return j.close(ctx, t, r, p, out, runSummary(out, p, v))
+	}
+	return j.save(ctx, t, r, p, nil)
+}
+
+func failureRate(rounds []ProbeRound) float64 {
+	var n, bad int
+	for _, r := range rounds {
+		n, bad = n+r.Requests, bad+r.Failures
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(bad) / float64(n)
+}
+
+// fleet returns the app's live instances as the run sees them: in the
+// drill's slice or not, whether each applied the override, its degraded
+// counter for the switch.
+func (j *Job) fleet(r *Run, pl *plan) []seen {
+	slice := &wire.Switch{App: r.App, Name: r.SwitchName, State: wire.StateOn, Rollout: pl.rollout}
+	p := r.progress()
+	var out []seen
+	for _, in := range j.s.cfg.Fleet.Instances(r.App) {
+		s := seen{ID: in.ID, Targeted: slice.Includes(in.ID, in.Labels), AppliedRevision: in.AppliedRevision, Signals: in.Signals, Interval: in.ReportInterval}
+		s.Applied = p.OverrideRevision > 0 && in.AppliedRevision >= p.OverrideRevision
+		if in.LastReport != nil {
+			s.LastReport = in.LastReport.Unix()
+		}
+		for _, sw := range in.Switches {
+			if sw.Name == r.SwitchName {
+				s.Degraded = sw.Degraded
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// observeActive records the fleet's take-up and the SDK's degraded-path
+// p99, checks the abort conditions (at most once a second), the switch
+// itself (changed by a job: its own state must apply) and the lease.
+func (j *Job) observeActive(ctx context.Context, r *Run, p *Progress, pl *plan, k *keeper, now time.Time) {
+	p.observeEffect(j.fleet(r, pl), now)
+	if v := j.s.cfg.Fleet.Switch(r.App, r.SwitchName); v.Override && v.DegradedP99 != nil {
+		m := ms(*v.DegradedP99)
+		if p.FleetP99MS == nil || m > *p.FleetP99MS {
+			p.FleetP99MS = &m
+		}
+	}
+	if p.AbortReason != "" {
+		return
+	}
+	if k.lost.Load() {
+		p.AbortReason = "aborted: the override's lease ended (etcd unreachable longer than its TTL?); the fleet reverted by itself"
+		return
+	}
+	if sw, err := j.s.cfg.Service.GetSwitch(ctx, r.App, r.SwitchName); err == nil && sw.Version != p.SwitchVersion {
+		p.AbortReason = fmt.Sprintf("aborted: the switch changed during the drill (version %d → %d, by %s): its own state applies", p.SwitchVersion, sw.Version, sw.UpdatedBy)
+		return
+	} else if errors.Is(err, server.ErrNotFound) {
+		p.AbortReason = "aborted: the switch was deleted during the drill"
+		return
+	}
+	if len(p.Conditions) > 0 && now.Sub(p.Conditions[0].At) < time.Second {
+		return
+	}
+	if why := j.conditions(ctx, r.App, pl, p, now); why != "" {
+		p.AbortReason, p.AbortByCondition = "aborted: "+why, true
+	}
+}
+
+// conditions evaluates the abort conditions at now, keeps the samples in p
+// and says which one aborts the run ("" none). An error aborts: a drill
+// must not go on blind.
+func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress, now time.Time) string {
+	p.Conditions = p.Conditions[:0]
+	var why string
+	for _, c := range pl.conditions {
+		cs := ConditionSample{Query: c.Query, At: now.UTC()}
+		src, err := j.s.cfg.Sources.For(c.Source, app)
+		var smp struct {
+			v  float64
+			ok bool
+		}
+		if err == nil {
+			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			s, qerr := src.Query(qctx, c.Query, now)
+			cancel()
+			smp.v, smp.ok, err = s.Value, s.OK, qerr
+		}
+		switch {
+		case err != nil:
+			cs.Error, cs.Breached = err.Error(), true
+		case !smp.ok:
+			cs.NoData, cs.Breached = true, c.OnNoData == "abort"
+		default:
+			cs.Value = strconv.FormatFloat(smp.v, 'g', 6, 64)
+			cs.Breached = ops[c.Op](smp.v, c.Threshold)
+		}
+		if cs.Breached && why == "" {
+			switch {
+			case cs.Error != "":
+				why = fmt.Sprintf("abort condition %q could not be evaluated: %s", c.Query, cs.Error)
+			case cs.NoData:
+				why = fmt.Sprintf("abort condition %q has no data (on_no_data: abort)", c.Query)
+			default:
+				why = fmt.Sprintf("abort condition %s %s %g: the value is %s", c.Query, c.Op, c.Threshold, cs.Value)
+			}
+		}
+		p.Conditions = append(p.Conditions, cs)
+	}
+	return why
+}
+
+// start runs the preflight and the baseline probes and, when both pass,
+// applies the override: a lease is granted, the run records it (and the
+// start is audited), the leader keeps the lease alive, and the override is
+// written under it in one fenced transaction.
+func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl *plan) error {
+	checks, sw := j.preflight(ctx, r, pl)
+	p.Preflight = checks
+	if failed := failedChecks(checks); failed != "" {
+		return j.close(ctx, t, r, p, OutcomeRefused, "refused by the preflight: "+failed)
+	}
+	for _, pr := range pl.probes {
+		p.Baseline = append(p.Baseline, j.s.prober.round(ctx, pr))
+	}
+	for _, b := range p.Baseline {
+		if b.Failures > 0 {
+			if r.DryRun {
+				return j.close(ctx, t, r, p, OutcomeFailed, "dry run: the undegraded path fails its probe: "+b.describe())
+			}
+			return j.close(ctx, t, r, p, OutcomeRefused, "refused: the undegraded path already fails its probe, so the fallback cannot be judged: "+b.describe())
+		}
+	}
+	if r.DryRun {
+		return j.close(ctx, t, r, p, OutcomePassed, "dry run: the preflight passed and the undegraded path answers every probe as expected")
+	}
+	p.SwitchVersion = sw.Version
+	p.recordBaseline(j.fleet(r, pl))
+	value := sw.Wire()
+	value.State, value.Rollout = wire.StateOn, pl.rollout
+	val, err := json.Marshal(value)
+	if err != nil {
+		return err
+	}
+	cli := j.s.cfg.Etcd
+	gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	grant, err := cli.Grant(gctx, int64(j.s.cfg.LeaseTTL/time.Second))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("grant the override lease: %w", err) // etcd away: the next step tries again
+	}
+	now := j.s.cfg.Service.Now()
+	p.LeaseTTLSeconds = grant.TTL
+	p.note(now, "preflight passed; lease %x (TTL %ds) granted", int64(grant.ID), grant.TTL)
+	r.LeaseID, r.StartedAt = int64(grant.ID), &now
+	err = j.save(ctx, t, r, p, func(tx *server.JobTx) error {
+		tx.DB().Model(&Run{}).Where("id = ?", r.ID).Updates(map[string]any{"phase": PhaseApplying, "lease_id": r.LeaseID, "started_at": now})
+		return tx.Commit(server.Audited{Actor: server.JobActor(audit.ActorDrill, r.Cause()), Action: audit.DrillStart, App: r.App,
+			Reason: reasonText(fmt.Sprintf("run #%d of drill %s (%s): %s on for %s of %s/%s for %s", r.Number, r.Drill, startedBy(r), value.Level,
+				describeTarget(pl.rollout), r.App, r.SwitchName, pl.duration)),
+			Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
+	})
+	if err != nil {
+		j.revoke(grant.ID)
+		return err
+	}
+	r.Phase = PhaseApplying
+	k := j.keep(ctx, t.Rev, r.ID, grant.ID)
+	return j.apply(ctx, t, r, p, k, string(val))
+}
+
+// apply writes the override under the run's lease and records the run as
+// active.
+func (j *Job) apply(ctx context.Context, t server.Term, r *Run, p *Progress, k *keeper, val string) error {
+	key := wire.OverrideKey(j.s.cfg.Namespace, r.App, r.SwitchName)
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	resp, err := j.s.cfg.Etcd.Txn(tctx).If(t.Fence.Cmp()).Then(clientv3.OpPut(key, val, clientv3.WithLease(k.lease))).Commit()
+	cancel()
+	switch {
+	case err != nil:
+		return fmt.Errorf("write the override: %w", err) // the next step sees applying and tries again
+	case !resp.Succeeded:
+		return fmt.Errorf("%w: the override was not written", server.ErrNotLeader)
+	}
+	now := j.s.cfg.Service.Now()
+	p.OverrideRevision, p.AppliedAt = resp.Header.Revision, &now
+	p.note(now, "override written at etcd revision %d", resp.Header.Revision)
+	r.Phase = PhaseActive
+	return j.save(ctx, t, r, p, nil)
+}
+
+// resumeApply finishes a start whose override write (or its record) failed
+// earlier in this term.
+func (j *Job) resumeApply(ctx context.Context, t server.Term, r *Run, p *Progress, k *keeper) error {
+	sw, err := j.s.cfg.Service.GetSwitch(ctx, r.App, r.SwitchName)
+	if err != nil {
+		return err
+	}
+	pl, err := r.plan()
+	if err != nil {
+		return err
+	}
+	value := sw.Wire()
+	value.State, value.Rollout = wire.StateOn, pl.rollout
+	val, _ := json.Marshal(value)
+	return j.apply(ctx, t, r, p, k, string(val))
+}
+
+// keep keeps the lease alive for the term: when the term ends (or this
+// console stops) the keeper revokes it, and if this console dies etcd
+// expires it, so the override never outlives its leader by more than the
+// TTL.
+func (j *Job) keep(ctx context.Context, term, runID int64, lease clientv3.LeaseID) *keeper {
+	kctx, cancel := context.WithCancel(ctx)
+	k := &keeper{term: term, lease: lease, cancel: cancel}
+	j.mu.Lock()
+	if old := j.keepers[runID]; old != nil {
+		old.cancel()
+	}
+	j.keepers[runID] = k
+	j.mu.Unlock()
+	ch, err := j.s.cfg.Etcd.KeepAlive(kctx, lease)
+	if err != nil {
+		k.lost.Store(true)
+		return k
+	}
+	go func() {
+		for range ch {
+		}
+		switch {
+		case kctx.Err() == nil:
+			k.lost.Store(true) // expired or revoked
+		case ctx.Err() != nil && !k.stopped.Load():
+			j.revoke(lease) // the term ended: give the fleet back now
+		}
+	}()
+	return k
+}
+
+// drop forgets the keeper of a finished or reverted run.
+func (j *Job) drop(runID int64) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if k := j.keepers[runID]; k != nil {
+		k.stopped.Store(true)
+		k.cancel()
+		delete(j.keepers, runID)
+	}
+}
+
+// revoke revokes a lease, best effort (etcd expires it anyway).
+func (j *Job) revoke(id clientv3.LeaseID) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := j.s.cfg.Etcd.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		j.s.cfg.Logger.Warn("drill: revoke the override lease", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
+	}
+}
+
+// deleteOverride removes the run's override if it is still the one under
+// the run's lease, in one fenced transaction, and returns the revision of
+// the delete (0 when the override was gone already).
+func (j *Job) deleteOverride(ctx context.Context, t server.Term, r *Run) (int64, error) {
+	key := wire.OverrideKey(j.s.cfg.Namespace, r.App, r.SwitchName)
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := j.s.cfg.Etcd.Txn(tctx).If(t.Fence.Cmp(), clientv3.Compare(clientv3.LeaseValue(key), "=", r.LeaseID)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("remove the override: %w", err)
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil
+	}
+	// Either the fence or the lease compare failed; which one?
+	cresp, err := j.s.cfg.Etcd.Txn(tctx).If(t.Fence.Cmp()).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("remove the override: %w", err)
+	}
+	if !cresp.Succeeded {
+		return 0, fmt.Errorf("%w: the override was not removed", server.ErrNotLeader)
+	}
+	return 0, nil
+}
+
+// revert removes the override (an abort or the end of the duration) and
+// starts watching the fleet recover.
+func (j *Job) revert(ctx context.Context, t server.Term, r *Run, p *Progress) error {
+	rev, err := j.deleteOverride(ctx, t, r)
+	if err != nil {
+		return err
+	}
+	j.drop(r.ID)
+	j.revoke(clientv3.LeaseID(r.LeaseID))
+	now := j.s.cfg.Service.Now()
+	if rev == 0 {
+		rev = p.OverrideRevision + 1 // it vanished with its lease, at a revision etcd does not tell
+	}
+	p.RevertRevision, p.RevertedAt = rev, &now
+	p.RevertReason = cmpOr(p.AbortReason, "the drill's duration is over")
+	p.note(now, "override removed at etcd revision %d: %s", rev, p.RevertReason)
+	r.Phase, r.RevertedAt = PhaseRecovering, &now
+	return j.save(ctx, t, r, p, func(tx *server.JobTx) error {
+		if !p.AbortByCondition {
+			return nil
+		}
+		return tx.Commit(server.Audited{Actor: server.JobActor(audit.ActorDrill, r.Cause()), Action: audit.DrillAbort, App: r.App,
+			Reason: reasonText(p.AbortReason), Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
+	})
+}
+
+// interrupt ends a run that an earlier term left applying or active: the
+// leader that ran it is gone (or this console lost its term meanwhile). If
+// its lease still exists the override is removed now; otherwise etcd
+// expired it and the fleet reverted by itself. Either way the run is
+// recorded as interrupted, never resumed: a new leader cannot vouch for
+// what it did not watch.
+func (j *Job) interrupt(ctx context.Context, t server.Term, r *Run, p *Progress) error {
+	var how string
+	if r.LeaseID == 0 {
+		how = "no override had been written"
+	} else {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ttl, err := j.s.cfg.Etcd.TimeToLive(tctx, clientv3.LeaseID(r.LeaseID))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("look up the override lease: %w", err)
+		}
+		if ttl.TTL > 0 {
+			if _, err := j.deleteOverride(ctx, t, r); err != nil {
+				return err
+			}
+			j.revoke(clientv3.LeaseID(r.LeaseID))
+			how = fmt.Sprintf("its lease still had %ds to live; %s removed the override", ttl.TTL, t.Holder)
+		} else {
+			how = "its lease had expired, so the fleet reverted by itself"
+		}
+	}
+	now := j.s.cfg.Service.Now()
+	r.RevertedAt = &now
+	p.note(now, "interrupted: %s", how)
+	return j.close(ctx, t, r, p, OutcomeInterrupted, "interrupted: the console running it stopped leading mid-run; "+how)
+}
+
+// save stores the run's phase and evidence, and whatever more fn writes, in
+// one fenced transaction.
+func (j *Job) save(ctx context.Context, t server.Term, r *Run, p *Progress, fn func(tx *server.JobTx) error) error {
+	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
+		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
+			"phase": r.Phase, "state": encode(p), "started_at": r.StartedAt, "reverted_at": r.RevertedAt,
+		})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("run %s finished meanwhile", r.Cause())
+		}
+		if fn != nil {
+			return fn(tx)
+		}
+		return nil
+	})
+	return err
+}
+
+// close finishes a run with its outcome: audited when it had started, a
+// finding opened for a failure, resolved by a pass, and a notification.
+func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out, summary string) error {
+	now := j.s.cfg.Service.Now()
+	summary = reasonText(summary)
+	p.note(now, "%s", summary)
+	r.Phase, r.Outcome, r.Summary, r.FinishedAt = PhaseDone, out, summary, &now
+	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
+		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
+			"phase": PhaseDone, "outcome": out, "summary": summary, "state": encode(p),
+			"started_at": r.StartedAt, "reverted_at": r.RevertedAt, "finished_at": now,
+		})
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		if r.StartedAt != nil {
+			err := tx.Commit(server.Audited{Actor: server.JobActor(audit.ActorDrill, r.Cause()), Action: audit.DrillFinish, App: r.App,
+				Reason: summary, Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
+			if err != nil {
+				return err
+			}
+		}
+		return j.tell(tx.DB(), r, p, out, summary, now)
+	})
+	j.drop(r.ID)
+	return err
+}
+
+// tell opens or resolves the drill's finding and enqueues the notification
+// of a finished run.
+func (j *Job) tell(tx *gorm.DB, r *Run, p *Progress, out, summary string, now time.Time) error {
+	ev := notify.Event{Key: r.Cause() + "/" + out, App: r.App, Target: r.Cause(), Body: summary, At: now,
+		Data: map[string]any{"app": r.App, "drill": r.Drill, "switch": r.SwitchName, "run": r.Number, "outcome": out, "dry_run": r.DryRun}}
+	if p.Verdicts != nil {
+		ev.Data["verdicts"] = p.Verdicts
+	}
+	title := fmt.Sprintf("drill %s/%s #%d of %s %s", r.App, r.Drill, r.Number, r.SwitchName, out)
+	ev.Title = title
+	failed := out == OutcomeFailed || out == OutcomeInconclusive || (out == OutcomeAborted && p.AbortByCondition)
+	switch {
+	case r.DryRun && out == OutcomePassed:
+		return nil
+	case out == OutcomePassed:
+		ev.Kind = notify.DrillPassed
+		if _, err := finding.Resolve(tx, finding.DrillFailed, r.target(), fmt.Sprintf("run #%d passed", r.Number), now); err != nil {
+			return err
+		}
+	case failed && !r.DryRun:
+		ev.Kind = notify.DrillFailed
+		if _, err := finding.Open(tx, finding.Spec{Kind: finding.DrillFailed, Target: r.target(), App: r.App, Severity: finding.Warning,
+			Summary: title + ": " + summary, Detail: "report: /ui/apps/" + r.App + "/drills/" + r.Drill + "/runs/" + strconv.FormatInt(r.Number, 10)}, now); err != nil {
+			return err
+		}
+	case failed:
+		ev.Kind = notify.DrillFailed
+	case out == OutcomeInterrupted:
+		ev.Kind = notify.DrillInterrupted
+	default: // refused, missed, aborted by a person: the run's record says it
+		return nil
+	}
+	return notify.Enqueue(tx, ev)
+}
+
+// startedBy says who or what asked for the run.
+func startedBy(r *Run) string {
+	if r.StartedVia == ViaSchedule && r.ScheduledFor != nil {
+		return "scheduled for " + stamp(*r.ScheduledFor)
+	}
+	if r.Reason != "" {
+		return fmt.Sprintf("asked by %s: %s", r.StartedBy, r.Reason)
+	}
+	return "asked by " + r.StartedBy
+}
+
+func describeTarget(r wire.Rollout) string {
+	var parts []string
+	if r.Percent < 100 || r.Selector == "" {
+		parts = append(parts, strconv.FormatFloat(r.Percent, 'f', -1, 64)+" %")
+	}
+	if r.Selector != "" {
+		parts = append(parts, r.Selector)
+	}
+	return strings.Join(parts, " of ")
+}
+
+// runSummary is a finished run's one line.
+func runSummary(out string, p *Progress, v Verdicts) string {
+	parts := []string{out}
+	if p.AbortReason != "" {
+		parts = append(parts, p.AbortReason)
+	}
+	names := []string{"takes effect", "fallback correct", "fast", "recovers"}
+	for i, x := range v.all() {
+		s := names[i] + " " + x.Result
+		if x.Result == Fail {
+			s += " (" + x.Summary + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// reasonText makes s fit an audit reason: printable, at most 900 bytes.
+func reasonText(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+	if !wire.Printable(s) {
+		s = strings.ToValidUTF8(s, "?")
+	}
+	if len(s) > 900 {
+		s = strings.ToValidUTF8(s[:900], "") + "…"
+	}
+	return s
+}
+
+// failedChecks lists the failed preflight checks ("" none).
+func failedChecks(cs []Check) string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return strings.Join(out, "; ")
+}

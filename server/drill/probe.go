@@ -1,0 +1,172 @@
+package drill
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ProbeRound is one round of a probe's requests and what they showed.
+type ProbeRound struct {
+	URL      string `json:"url"`
+	Method   string `json:"method"`
+	Requests int    `json:"requests"`
+	// Failures are answers with another status, a missing required field,
+	// a body that is not JSON (when fields are required) or no answer.
+	Failures int            `json:"failures"`
+	Statuses map[string]int `json:"statuses"` // "200": 9, "error": 1
+	// MissingFields lists the required fields some answer lacked.
+	MissingFields []string `json:"missing_fields,omitempty"`
+	// P50MS and P99MS are the round's latencies in milliseconds.
+	P50MS float64 `json:"p50_ms"`
+	P99MS float64 `json:"p99_ms"`
+	// SamplesMS are every request's latency, in order.
+	SamplesMS []float64 `json:"samples_ms"`
+	// FirstFailure is the first failing answer, body kept (up to 4 KiB).
+	FirstFailure *ProbeAnswer `json:"first_failure,omitempty"`
+}
+
+// ProbeAnswer is one answer of a probe.
+type ProbeAnswer struct {
+	Status  int      `json:"status,omitempty"`
+	Error   string   `json:"error,omitempty"`
+	Missing []string `json:"missing,omitempty"`
+	Body    string   `json:"body,omitempty"`
+}
+
+// keptBody bounds the failing body a report keeps.
+const keptBody = 4 << 10
+
+// readLimit bounds what is read of an answer.
+const readLimit = 1 << 20
+
+// prober sends probes.
+type prober struct{ client *http.Client }
+
+func newProber() *prober {
+	return &prober{client: &http.Client{
+		// A probe checks the endpoint it names: a redirect is an answer.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// round sends the probe's requests one after another and checks each.
+func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
+	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.Requests, Statuses: map[string]int{}}
+	missing := map[string]bool{}
+	for i := 0; i < p.Requests && ctx.Err() == nil; i++ {
+		took, ans := pr.one(ctx, p)
+		out.SamplesMS = append(out.SamplesMS, ms(took))
+		if ans.Error != "" {
+			out.Statuses["error"]++
+		} else {
+			out.Statuses[strconv.Itoa(ans.Status)]++
+		}
+		for _, m := range ans.Missing {
+			missing[m] = true
+		}
+		if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+			out.Failures++
+			if out.FirstFailure == nil {
+				a := ans
+				out.FirstFailure = &a
+			}
+		}
+	}
+	out.Requests = len(out.SamplesMS)
+	for m := range missing {
+		out.MissingFields = append(out.MissingFields, m)
+	}
+	sort.Strings(out.MissingFields)
+	out.P50MS, out.P99MS = quantileMS(out.SamplesMS, 0.5), quantileMS(out.SamplesMS, 0.99)
+	return out
+}
+
+// one sends one request and checks its answer.
+func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAnswer) {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	var body io.Reader
+	if p.Body != "" {
+		body = strings.NewReader(p.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, body)
+	if err != nil {
+		return 0, ProbeAnswer{Error: err.Error()}
+	}
+	for k, v := range p.Headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("User-Agent", "switchyard-drill")
+	start := time.Now()
+	res, err := pr.client.Do(req)
+	if err != nil {
+		return time.Since(start), ProbeAnswer{Error: err.Error()}
+	}
+	raw, err := io.ReadAll(io.LimitReader(res.Body, readLimit))
+	res.Body.Close()
+	took := time.Since(start)
+	ans := ProbeAnswer{Status: res.StatusCode}
+	if err != nil {
+		ans.Error = "reading the answer: " + err.Error()
+	}
+	if len(p.pointers) > 0 {
+		var doc any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&doc); err != nil {
+			ans.Missing = []string{"(the body is not JSON)"}
+		} else {
+			for _, ptr := range p.pointers {
+				if !ptr.resolve(doc) {
+					ans.Missing = append(ans.Missing, ptr.text)
+				}
+			}
+		}
+	}
+	if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+		ans.Body = string(raw)
+		if len(ans.Body) > keptBody {
+			ans.Body = ans.Body[:keptBody] + "…"
+		}
+	}
+	return took, ans
+}
+
+// quantileMS is the q-quantile of samples (nearest rank).
+func quantileMS(samples []float64, q float64) float64 {
+	if len(samples) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), samples...)
+	sort.Float64s(s)
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// ms is a duration in milliseconds, to the microsecond.
+func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// describe says what a failing round showed, in one line.
+func (r ProbeRound) describe() string {
+	if r.FirstFailure == nil {
+		return fmt.Sprintf("%s %s: %d/%d as expected", r.Method, r.URL, r.Requests-r.Failures, r.Requests)
+	}
+	f := r.FirstFailure
+	what := fmt.Sprintf("status %d", f.Status)
+	switch {
+	case f.Error != "":
+		what = f.Error
+	case len(f.Missing) > 0:
+		what += ", missing " + strings.Join(f.Missing, ", ")
+	}
+	return fmt.Sprintf("%s %s: %d/%d failed (first: %s)", r.Method, r.URL, r.Failures, r.Requests, what)
+}

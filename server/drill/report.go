@@ -1,0 +1,116 @@
+package drill
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Markdown is the run's report as a Markdown summary: outcome, who or what
+// started it, timings, the four verdicts with their evidence, per-instance
+// convergence and the probe rounds.
+func (r *Run) Markdown() string {
+	v := r.View()
+	p := v.Progress
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	kind := "Drill"
+	if r.DryRun {
+		kind = "Dry run"
+	}
+	w("# %s %s/%s #%d: %s\n\n", kind, r.App, r.Drill, r.Number, cmpOr(r.Outcome, r.Phase))
+	w("- Switch: `%s/%s`\n", r.App, r.SwitchName)
+	w("- Started: %s (`%s`)\n", startedBy(r), r.Cause())
+	if v.Summary != "" {
+		w("- Summary: %s\n", v.Summary)
+	}
+	for _, t := range []struct {
+		name string
+		at   *time.Time
+	}{{"Created", &v.CreatedAt}, {"Override on", p.AppliedAt}, {"Override off", p.RevertedAt}, {"Finished", v.FinishedAt}} {
+		if t.at != nil {
+			w("- %s: %s\n", t.name, stamp(*t.at))
+		}
+	}
+	if p.LeaseTTLSeconds > 0 {
+		w("- Override: etcd revision %d, lease TTL %d s; removed at revision %d\n", p.OverrideRevision, p.LeaseTTLSeconds, p.RevertRevision)
+	}
+	if len(p.Preflight) > 0 {
+		w("\n## Preflight\n\n")
+		for _, c := range p.Preflight {
+			mark := "ok"
+			if !c.OK {
+				mark = "**refused**"
+			}
+			w("- %s: %s — %s\n", c.Name, mark, c.Detail)
+		}
+	}
+	if p.Verdicts != nil {
+		w("\n## Verdicts\n\n| check | result | why |\n|---|---|---|\n")
+		names := []string{"takes effect", "fallback correct", "fast", "recovers"}
+		for i, x := range p.Verdicts.all() {
+			w("| %s | %s | %s |\n", names[i], x.Result, mdCell(x.Summary))
+		}
+		for i, x := range p.Verdicts.all() {
+			if len(x.Details) == 0 {
+				continue
+			}
+			w("\n### %s\n\n", names[i])
+			for _, d := range x.Details {
+				if strings.HasPrefix(d, "first failing body: ") {
+					w("- first failing body:\n\n```json\n%s\n```\n", strings.TrimPrefix(d, "first failing body: "))
+					continue
+				}
+				w("- %s\n", d)
+			}
+		}
+	}
+	if len(p.Instances) > 0 {
+		w("\n## Instances\n\n| instance | in slice | degraded before → after | applied (ms) | rose (ms) | back (ms) | stopped (ms) |\n|---|---|---|---|---|---|---|\n")
+		ids := make([]string, 0, len(p.Instances))
+		for id := range p.Instances {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			ev := p.Instances[id]
+			w("| %s | %v | %d → %d | %s | %s | %s | %s |\n", mdCell(id), ev.Targeted, ev.Before, ev.Degraded,
+				msCell(ev.AppliedAfterMS), msCell(ev.RoseAfterMS), msCell(ev.BackAfterMS), msCell(ev.StoppedAfterMS))
+		}
+	}
+	for _, sec := range []struct {
+		name   string
+		rounds []ProbeRound
+	}{{"Probes before (undegraded)", p.Baseline}, {"Probes while degraded", p.Degraded}, {"Probes after", p.After}} {
+		if len(sec.rounds) == 0 {
+			continue
+		}
+		w("\n## %s\n\n", sec.name)
+		for _, pr := range sec.rounds {
+			w("- %s — p50 %.1f ms, p99 %.1f ms, statuses %v\n", pr.describe(), pr.P50MS, pr.P99MS, pr.Statuses)
+		}
+	}
+	if len(p.Conditions) > 0 {
+		w("\n## Abort conditions (last evaluation)\n\n")
+		for _, c := range p.Conditions {
+			w("- `%s`: value %s, no data %v, error %q, breached %v\n", c.Query, cmpOr(c.Value, "—"), c.NoData, c.Error, c.Breached)
+		}
+	}
+	if len(p.Timeline) > 0 {
+		w("\n## Timeline\n\n")
+		for _, n := range p.Timeline {
+			w("- %s — %s\n", stamp(n.At), n.What)
+		}
+	}
+	return b.String()
+}
+
+func mdCell(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "|", "\\|"), "\n", " ") }
+
+func msCell(v *int64) string {
+	if v == nil {
+		return "—"
+	}
+	return fmt.Sprint(*v)
+}

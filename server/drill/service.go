@@ -1,0 +1,474 @@
+package drill
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/signal"
+)
+
+// Config wires the drill service to the console.
+type Config struct {
+	Service   *server.Service
+	Fleet     *fleet.Model
+	Sources   signal.Sources
+	Etcd      *clientv3.Client
+	Namespace string
+	// LeaseTTL is the TTL of a run's override lease (default 5s, at most
+	// 10s): a console that dies mid-run leaves an override that etcd
+	// deletes within it.
+	LeaseTTL time.Duration
+	Logger   *slog.Logger
+}
+
+// DefaultLeaseTTL is the default Config.LeaseTTL.
+const DefaultLeaseTTL = 5 * time.Second
+
+// Service keeps the drills and their runs. Any console serves its reads
+// and a person's changes; the leader's Job runs the drills.
+type Service struct {
+	cfg    Config
+	db     *gorm.DB
+	prober *prober
+	job    *Job
+}
+
+// New returns the drill service and registers its person-change hook on
+// c.Service: a person's change to a drilled switch ends the drill (people
+// win).
+func New(c Config) *Service {
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	c.LeaseTTL = min(c.LeaseTTL, 10*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber()}
+	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
+	c.Service.OnPersonChange(s.personChanged)
+	return s
+}
+
+// Job is the leader job that runs the drills.
+func (s *Service) Job() *Job { return s.job }
+
+// Input creates a drill.
+type Input struct {
+	Name string `json:"name"`
+	Spec
+	Reason string `json:"reason"`
+}
+
+// RunInput asks for a run now.
+type RunInput struct {
+	Reason string `json:"reason"`
+	// DryRun runs the preflight and the probes against the undegraded path
+	// only: nothing is degraded.
+	DryRun bool `json:"dry_run"`
+}
+
+// AbortInput ends a run early.
+type AbortInput struct {
+	Reason string `json:"reason"`
+}
+
+// readErr maps a read's database error to the server's typed errors.
+func readErr(err error, what string) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gorm.ErrRecordNotFound):
+		return fmt.Errorf("%w: %s", server.ErrNotFound, what)
+	case errors.Is(err, context.Canceled):
+		return err
+	}
+	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+}
+
+// List returns the drills of app (every app when app is ""), by name.
+func (s *Service) List(ctx context.Context, app string) ([]Drill, error) {
+	q := s.db.WithContext(ctx).Order("app, name")
+	if app != "" {
+		q = q.Where("app = ?", app)
+	}
+	var out []Drill
+	return out, readErr(q.Find(&out).Error, "drills")
+}
+
+// ForSwitch returns the drills of one switch.
+func (s *Service) ForSwitch(ctx context.Context, app, name string) ([]Drill, error) {
+	var out []Drill
+	err := s.db.WithContext(ctx).Where("app = ? AND switch_name = ?", app, name).Order("name").Find(&out).Error
+	return out, readErr(err, "drills")
+}
+
+// Get returns one drill.
+func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
+	var d Drill
+	err := s.db.WithContext(ctx).Where("app = ? AND name = ?", app, name).Take(&d).Error
+	return &d, readErr(err, "drill "+app+"/"+name)
+}
+
+// validate checks a spec completely — its fields, the switch it drills and
+// the queries of its abort conditions — before anything is written.
+func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErrs) (*plan, error) {
+	if app == wire.GlobalApp {
+		v.add("app", "drills belong to one app; _global switches are not drilled")
+	}
+	pl, err := sp.compile()
+	var ve *server.ValidationError
+	if errors.As(err, &ve) {
+		v = append(v, ve.Fields...)
+	}
+	if wire.ValidName(sp.Switch) {
+		if _, err := s.cfg.Service.GetSwitch(ctx, app, sp.Switch); errors.Is(err, server.ErrNotFound) {
+			v.add("switch", "there is no switch %s/%s", app, sp.Switch)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	for i, c := range sp.Abort.Conditions {
+		f := fmt.Sprintf("abort.conditions[%d]", i)
+		if c.Source != signal.SourceFleet && c.Source != signal.SourcePrometheus || strings.TrimSpace(c.Query) == "" {
+			continue // already named
+		}
+		src, err := s.cfg.Sources.For(c.Source, app)
+		if err != nil {
+			v.add(f+".source", "%v", err)
+			continue
+		}
+		var qe *signal.QueryError
+		if err := src.Check(ctx, c.Query); errors.As(err, &qe) {
+			v.add(f+".query", "%s", qe.Msg)
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+		}
+	}
+	for j, p := range sp.Probes {
+		for k, f := range p.RequiredFields {
+			if !wire.Printable(f) || len(f) > 500 {
+				v.add(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
+			}
+		}
+	}
+	if err := v.err(); err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// Create adds a drill.
+func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
+	var v fieldErrs
+	if !wire.ValidName(in.Name) {
+		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+	}
+	pl, err := s.validate(ctx, app, &in.Spec, v)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Service.Now()
+	spec, _ := json.Marshal(in.Spec)
+	d := &Drill{App: app, Name: in.Name, SwitchName: in.Switch, Spec: string(spec), Enabled: pl.enabled,
+		LastScheduledAt: &now, Version: 1, Reason: strings.TrimSpace(in.Reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
+	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillCreate, Reason: in.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			var n int64
+			if err := tx.Model(&Drill{}).Where("app = ? AND name = ?", app, in.Name).Count(&n).Error; err != nil {
+				return "", nil, nil, err
+			}
+			if n > 0 {
+				return "", nil, nil, &server.ExistsError{Field: "name", Name: app + "/" + in.Name}
+			}
+			if err := tx.Create(d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return d.Target(), nil, d.View(now), nil
+		}})
+	return d, err
+}
+
+// Update changes a drill: patch holds the fields to replace (each
+// top-level field whole), reason and optionally version.
+func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, patch map[string]json.RawMessage) (*Drill, error) {
+	var ch struct {
+		Reason  string `json:"reason"`
+		Version *int64 `json:"version"`
+	}
+	rest := map[string]json.RawMessage{}
+	for k, raw := range patch {
+		switch k {
+		case "reason", "version":
+			one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
+			if err := server.DecodeStrict(one, &ch); err != nil {
+				return nil, err
+			}
+		case "name":
+			return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "name", Msg: "cannot be changed; create a new drill"}}}
+		default:
+			rest[k] = raw
+		}
+	}
+	cur, err := s.Get(ctx, app, name)
+	if err != nil {
+		return nil, err
+	}
+	var merged map[string]json.RawMessage
+	_ = json.Unmarshal([]byte(cur.Spec), &merged)
+	if merged == nil {
+		merged = map[string]json.RawMessage{}
+	}
+	for k, raw := range rest {
+		merged[k] = raw
+	}
+	body, _ := json.Marshal(merged)
+	var sp Spec
+	if err := server.DecodeStrict(body, &sp); err != nil {
+		return nil, err
+	}
+	pl, err := s.validate(ctx, app, &sp, nil)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Service.Now()
+	var out *Drill
+	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillUpdate, Reason: ch.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			var d Drill
+			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			if ch.Version != nil && *ch.Version != d.Version {
+				return "", nil, nil, fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *ch.Version, d.Version)
+			}
+			before := d.View(now)
+			old, _ := d.spec()
+			spec, _ := json.Marshal(sp)
+			d.Spec, d.SwitchName, d.Enabled = string(spec), sp.Switch, pl.enabled
+			if old.Schedule != sp.Schedule || old.Timezone != sp.Timezone || !d.Enabled {
+				d.LastScheduledAt = &now // a new schedule starts from now: nothing is owed
+			}
+			d.Version++
+			d.Reason, d.UpdatedBy, d.UpdatedAt = strings.TrimSpace(ch.Reason), a.Name, now
+			res := tx.Model(&Drill{}).Where("id = ? AND version = ?", d.ID, d.Version-1).Updates(map[string]any{
+				"spec": d.Spec, "switch_name": d.SwitchName, "enabled": d.Enabled, "last_scheduled_at": d.LastScheduledAt,
+				"version": d.Version, "reason": d.Reason, "updated_by": d.UpdatedBy, "updated_at": d.UpdatedAt,
+			})
+			if res.Error != nil {
+				return "", nil, nil, res.Error
+			}
+			if res.RowsAffected == 0 {
+				return "", nil, nil, fmt.Errorf("%w: drill changed meanwhile", server.ErrConflict)
+			}
+			out = &d
+			return d.Target(), before, d.View(now), nil
+		}})
+	return out, err
+}
+
+// Delete removes a drill; its runs stay as history. A drill with a run in
+// progress is not deleted (abort the run first).
+func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, c server.Change) error {
+	now := s.cfg.Service.Now()
+	return s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillDelete, Reason: c.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			var d Drill
+			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			if c.Version != nil && *c.Version != d.Version {
+				return "", nil, nil, fmt.Errorf("%w: version %d is stale, current is %d", server.ErrConflict, *c.Version, d.Version)
+			}
+			var open Run
+			err := tx.Where("app = ? AND drill = ? AND finished_at IS NULL", app, name).Take(&open).Error
+			if err == nil {
+				return "", nil, nil, fmt.Errorf("%w: run #%d of the drill is in progress; abort it first", server.ErrConflict, open.Number)
+			} else if !errors.Is(err, gorm.ErrRecordNotFound) {
+				return "", nil, nil, err
+			}
+			if err := tx.Delete(&d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return d.Target(), d.View(now), nil, nil
+		}})
+}
+
+// Start asks for a run of the drill now (or a dry run). The leader's job
+// runs its preflight and, if that passes, the drill; the run answers at
+// once, pending.
+func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, in RunInput) (*Run, error) {
+	d, err := s.Get(ctx, app, name)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Service.Now()
+	var run *Run
+	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillRun, Reason: in.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			r, err := newRun(tx, d, now)
+			if err != nil {
+				return "", nil, nil, err
+			}
+			if open, err := openRun(tx, app, name); err != nil {
+				return "", nil, nil, err
+			} else if open != nil {
+				return "", nil, nil, &server.ExistsError{Field: "run", Name: fmt.Sprintf("run #%d of %s/%s is in progress", open.Number, app, name)}
+			}
+			r.DryRun, r.StartedVia, r.StartedBy, r.StartedByKind, r.Reason = in.DryRun, ViaManual, a.Name, a.Kind, strings.TrimSpace(in.Reason)
+			if err := tx.Create(r).Error; err != nil {
+				return "", nil, nil, err
+			}
+			run = r
+			return d.Target(), nil, r.View(), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s.job.kick()
+	return run, nil
+}
+
+// newRun makes the next run of d (not yet saved), pending.
+func newRun(tx *gorm.DB, d *Drill, now time.Time) (*Run, error) {
+	var last struct{ N int64 }
+	if err := tx.Model(&Run{}).Select("COALESCE(MAX(number), 0) AS n").Where("app = ? AND drill = ?", d.App, d.Name).Scan(&last).Error; err != nil {
+		return nil, err
+	}
+	return &Run{App: d.App, Drill: d.Name, SwitchName: d.SwitchName, Number: last.N + 1, Phase: PhasePending,
+		Spec: d.Spec, State: "{}", CreatedAt: now}, nil
+}
+
+// openRun returns the drill's run in progress, nil when none.
+func openRun(tx *gorm.DB, app, name string) (*Run, error) {
+	var r Run
+	err := tx.Where("app = ? AND drill = ? AND finished_at IS NULL", app, name).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil, nil
+	}
+	return &r, err
+}
+
+// Abort ends a run early with a reason: the leader removes its override at
+// its next step (within a fraction of a second), then checks the fleet
+// recovered. A run not started yet ends at once.
+func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, number int64, in AbortInput) (*Run, error) {
+	var out Run
+	err := s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillAbort, Reason: in.Reason, App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := tx.Where("app = ? AND drill = ? AND number = ?", app, name, number).Take(&out).Error; err != nil {
+				return "", nil, nil, err
+			}
+			before := out.View()
+			if !out.Open() || out.Phase == PhaseRecovering {
+				return "", nil, nil, fmt.Errorf("%w: run #%d is %s already", server.ErrConflict, number, cmpOr(out.Outcome, "reverting"))
+			}
+			out.AbortRequest = fmt.Sprintf("aborted by %s: %s", a.Name, strings.TrimSpace(in.Reason))
+			if err := tx.Model(&Run{}).Where("id = ?", out.ID).Update("abort_request", out.AbortRequest).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return out.target(), before, out.View(), nil
+		}})
+	if err != nil {
+		return nil, err
+	}
+	s.job.kick()
+	return &out, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Runs returns the runs of a drill, newest first (at most limit, default
+// 50).
+func (s *Service) Runs(ctx context.Context, app, name string, limit int) ([]Run, error) {
+	if limit <= 0 || limit > 1000 {
+		limit = 50
+	}
+	var out []Run
+	err := s.db.WithContext(ctx).Where("app = ? AND drill = ?", app, name).Order("number DESC").Limit(limit).Find(&out).Error
+	return out, readErr(err, "runs")
+}
+
+// Run returns run number of a drill.
+func (s *Service) Run(ctx context.Context, app, name string, number int64) (*Run, error) {
+	var r Run
+	err := s.db.WithContext(ctx).Where("app = ? AND drill = ? AND number = ?", app, name, number).Take(&r).Error
+	return &r, readErr(err, fmt.Sprintf("run #%d of drill %s/%s", number, app, name))
+}
+
+// OpenRuns returns the runs in progress of a switch (every switch of app
+// when name is "").
+func (s *Service) OpenRuns(ctx context.Context, app, name string) ([]Run, error) {
+	q := s.db.WithContext(ctx).Where("app = ? AND finished_at IS NULL", app)
+	if name != "" {
+		q = q.Where("switch_name = ?", name)
+	}
+	var out []Run
+	return out, readErr(q.Order("id").Find(&out).Error, "runs")
+}
+
+// LastPassed returns when a drill of switch app/name last passed (a real
+// run, not a dry run); false when none ever did.
+func (s *Service) LastPassed(ctx context.Context, app, name string) (time.Time, bool, error) {
+	var r Run
+	err := s.db.WithContext(ctx).Where("app = ? AND switch_name = ? AND outcome = ? AND dry_run = ? AND finished_at IS NOT NULL",
+		app, name, OutcomePassed, false).Order("finished_at DESC").Limit(1).Find(&r).Error
+	if err != nil {
+		return time.Time{}, false, readErr(err, "runs")
+	}
+	if r.ID == 0 {
+		return time.Time{}, false, nil
+	}
+	return r.FinishedAt.UTC(), true, nil
+}
+
+// personChanged ends the drills of a switch a person just changed, inside
+// the person's transaction: the override would hide their change. The
+// leader removes the override at its next step.
+func (s *Service) personChanged(j *server.JobTx, c server.PersonChange) error {
+	var runs []Run
+	if err := j.DB().Where("app = ? AND switch_name = ? AND finished_at IS NULL AND dry_run = ? AND abort_request = '' AND phase <> ?",
+		c.App, c.Name, false, PhaseRecovering).Find(&runs).Error; err != nil {
+		return err
+	}
+	for i := range runs {
+		r := &runs[i]
+		why := fmt.Sprintf("%s %s changed the switch (%s): a person's change ends the drill", c.Actor.Kind, c.Actor.Name, c.Action)
+		err := j.Commit(server.Audited{Actor: c.Actor, Action: audit.DrillAbort, Reason: why, App: c.App,
+			Apply: func(tx *gorm.DB) (string, any, any, error) {
+				before := r.View()
+				r.AbortRequest = why
+				if err := tx.Model(&Run{}).Where("id = ?", r.ID).Update("abort_request", why).Error; err != nil {
+					return "", nil, nil, err
+				}
+				return r.target(), before, r.View(), nil
+			}})
+		if err != nil {
+			return err
+		}
+	}
+	if len(runs) > 0 {
+		s.job.kick()
+	}
+	return nil
+}
+
+// Now is the console's clock.
+func (s *Service) Now() time.Time { return s.cfg.Service.Now() }
