@@ -23,6 +23,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -53,6 +54,8 @@ type Domains struct {
 	Channels *notify.Service
 	// Triggers are the auto-trigger rules (triggers.go).
 	Triggers *trigger.Service
+	// Rollouts are the staged rollouts (rollouts.go).
+	Rollouts *rollout.Service
 }
 
 // registerDomains mounts each job domain's routes: apps is
@@ -69,6 +72,9 @@ func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
 	}
 	if d.Triggers != nil {
 		registerTriggers(apps, d.Triggers)
+	}
+	if d.Rollouts != nil {
+		registerRollouts(apps, d.Rollouts)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
@@ -20,6 +21,13 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		ad api.Domains
 		wd webui.Domains
 	)
+
+	// Staged rollouts: the leader advances the plans; a person's change
+	// to a switch pauses its plan.
+	rollouts := rollout.New(rollout.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources})
+	c.Scheduler.Add(rollouts.Job())
+	c.Service.OnPersonChange(rollouts.OnPersonChange)
+	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,

@@ -138,7 +138,8 @@ func switchOn(t *testing.T, c *console.Console, name, maxOn, policy string) {
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/"+name+"/on", adminToken, `{"reason":"INC-42 recommendations time out"}`), 200)
 }
 
-func switchState(t *testing.T, c *console.Console, name string) string {
+// checkoutState is the state of switch checkout/name.
+func checkoutState(t *testing.T, c *console.Console, name string) string {
 	t.Helper()
 	sw, err := c.Service.GetSwitch(context.Background(), "checkout", name)
 	if err != nil {
@@ -207,7 +208,7 @@ func TestExpiryAutoOff(t *testing.T) {
 	eventually(t, 10*time.Second, "every client sees reco off", allOn(false))
 	took := time.Since(moved)
 	clock.set(2*time.Hour + time.Second)
-	eventually(t, 10*time.Second, "the witness is turned off by a later step", func() bool { return switchState(t, c, "witness") == "off" })
+	eventually(t, 10*time.Second, "the witness is turned off by a later step", func() bool { return checkoutState(t, c, "witness") == "off" })
 
 	evs := expiryEvents(t, c, "reco")
 	if len(evs) != 1 {
@@ -257,7 +258,7 @@ func TestExpiryRemind(t *testing.T) {
 	if p.Data == nil || !strings.Contains(string(p.Data), `"phase":"expired"`) || p.Target != "switch/checkout/reco" {
 		t.Fatalf("the reminder: %+v", p)
 	}
-	if switchState(t, c, "reco") != "on" || len(expiryEvents(t, c, "reco")) != 0 {
+	if checkoutState(t, c, "reco") != "on" || len(expiryEvents(t, c, "reco")) != 0 {
 		t.Fatal("a remind switch was changed by the expiry job")
 	}
 	if n := len(escalations.requests()); n != 0 {
@@ -305,7 +306,7 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	switchOn(t, c, "second", "90m", server.ExpiryAutoOff)
 
 	clock.set(time.Hour + time.Second)
-	eventually(t, 10*time.Second, "first is turned off", func() bool { return switchState(t, c, "first") == "off" })
+	eventually(t, 10*time.Second, "first is turned off", func() bool { return checkoutState(t, c, "first") == "off" })
 	eventually(t, 10*time.Second, "the hanging receiver holds a request", func() bool { return hole.open() >= 1 })
 	held := time.Now()
 
@@ -322,7 +323,7 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	// the next switch at its usual pace.
 	clock.set(90*time.Minute + time.Second)
 	moved := time.Now()
-	eventually(t, 10*time.Second, "second is turned off", func() bool { return switchState(t, c, "second") == "off" })
+	eventually(t, 10*time.Second, "second is turned off", func() bool { return checkoutState(t, c, "second") == "off" })
 	second := time.Since(moved)
 	heldFor := time.Since(held)
 	if hole.accepted.Load() != 1 || hole.open() != 1 {
@@ -534,7 +535,7 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	dying := e.startProcess("dying", "SWITCHYARD_EXPIRY_INTERVAL=100ms")
 	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.startWith(nil, fastExpiry, func(c *console.Config) { c.ConsoleID = "survivor" })
-	state := func(n string) string { return switchState(t, survivor, n) }
+	state := func(n string) string { return checkoutState(t, survivor, n) }
 	eventually(t, 15*time.Second, "the leader acts on a1 and a2", func() bool {
 		return state("a1") == "off" && len(expiredOn(t, db, "a2")) == 1
 	})

@@ -26,6 +26,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/web"
 )
@@ -74,6 +75,8 @@ type Domains struct {
 	Channels *notify.Service
 	// Triggers are the auto-trigger rules (triggers.go).
 	Triggers *trigger.Service
+	// Rollouts are the staged rollouts (rollouts.go).
+	Rollouts *rollout.Service
 }
 
 // registerDomains mounts each job domain's pages on in (signed in, CSRF
@@ -91,6 +94,9 @@ func (h *handler) registerDomains(in *gin.RouterGroup) {
 	}
 	if h.domains.Triggers != nil {
 		h.registerTriggers(in, h.domains.Triggers)
+	}
+	if h.domains.Rollouts != nil {
+		h.registerRollouts(in)
 	}
 }
 

@@ -80,6 +80,14 @@
 
   if (liveURL && window.EventSource) {
     connect();
+    // A region showing something in motion that no event announces (the
+    // time left in a rollout's hold, a job's progress between its audited
+    // changes) asks with data-live-every="<seconds>" to be refreshed that
+    // often too.
+    setInterval(function () {
+      var el = document.querySelector("[data-live][data-live-every]");
+      if (el && Date.now() - last >= 1000 * parseInt(el.getAttribute("data-live-every"), 10)) schedule();
+    }, 1000);
     // A region skipped while busy is refreshed once the user leaves it.
     document.addEventListener("focusout", function () { if (pending) setTimeout(refresh, 200); });
     document.addEventListener("toggle", function (e) {
