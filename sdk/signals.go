@@ -62,10 +62,15 @@ type stripedCounter struct {
 // Add adds n.
 func (c *stripedCounter) Add(n uint64) {
 	var here byte
-	// Goroutine stacks start 2 KiB large and apart: mix the bits above
-	// that, so neighbouring goroutines land on different stripes.
-	i := uint64(uintptr(unsafe.Pointer(&here))>>11) * 0x9E3779B97F4A7C15 >> 62
-	c.s[i%stripes].n.Add(n)
+	c.s[stripeOf(uintptr(unsafe.Pointer(&here)))].n.Add(n)
+}
+
+// stripeOf picks the stripe of a goroutine from an address on its stack.
+// Goroutine stacks start 2 KiB large and are handed out side by side:
+// the bits above 2 KiB are mixed (Fibonacci hashing), so neighbouring
+// goroutines land on different stripes.
+func stripeOf(stackAddr uintptr) uint64 {
+	return uint64(stackAddr>>11) * 0x9E3779B97F4A7C15 >> 62 % stripes
 }
 
 // Load returns the sum.

@@ -6,8 +6,7 @@ import (
 )
 
 // TestStripedCounter: concurrent adds all count, and goroutines spread
-// over the stripes instead of fighting over one cache line (stacks 2 KiB
-// apart used to land on one stripe).
+// over the stripes instead of fighting over one cache line.
 func TestStripedCounter(t *testing.T) {
 	var c stripedCounter
 	const goroutines, adds = 8, 1000
@@ -33,5 +32,20 @@ func TestStripedCounter(t *testing.T) {
 	}
 	if used < 2 {
 		t.Fatalf("%d goroutines used %d of %d stripes", goroutines, used, stripes)
+	}
+}
+
+// TestStripesOfNeighbours: goroutine stacks start 2 KiB apart; four
+// neighbours take at least three stripes (shifting by 8 KiB once put all
+// four on one, and parallel degraded answers fought over one line).
+func TestStripesOfNeighbours(t *testing.T) {
+	for _, base := range []uintptr{0xc000100000, 0x2c553cb2c000, 0x3d121965c000} {
+		seen := map[uint64]bool{}
+		for i := uintptr(0); i < 4; i++ {
+			seen[stripeOf(base+i*2048)] = true
+		}
+		if len(seen) < 3 {
+			t.Errorf("stacks from %#x, 2 KiB apart: %d stripes for four goroutines", base, len(seen))
+		}
 	}
 }
