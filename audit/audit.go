@@ -99,10 +99,8 @@ func Append(tx *gorm.DB, e *Event) error {
 	if !slices.Contains(ActorKinds, e.ActorKind) {
 		return fmt.Errorf("audit: unknown actor kind %q", e.ActorKind)
 	}
-	if tx.Dialector.Name() == "postgres" {
-		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", chainLockKey).Error; err != nil {
-			return fmt.Errorf("audit: lock chain: %w", err)
-		}
+	if err := Lock(tx); err != nil {
+		return err
 	}
 	var last Event
 	err := tx.Order("id DESC").Limit(1).Find(&last).Error
@@ -122,6 +120,22 @@ func Append(tx *gorm.DB, e *Event) error {
 	e.Hash = e.computeHash()
 	if err := tx.Create(e).Error; err != nil {
 		return fmt.Errorf("audit: append: %w", err)
+	}
+	return nil
+}
+
+// Lock takes the chain's lock inside tx until it ends (Append takes it
+// too; taking it twice is free). A transaction that appends and also locks
+// rows must take it before its first row lock: otherwise one that appends
+// and then updates a row, and one that updates that row and then appends,
+// wait for each other for ever (Postgres ends one with "deadlock
+// detected"). On SQLite, whose writers are serialized, it does nothing.
+func Lock(tx *gorm.DB) error {
+	if tx.Dialector.Name() != "postgres" {
+		return nil
+	}
+	if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", chainLockKey).Error; err != nil {
+		return fmt.Errorf("audit: lock chain: %w", err)
 	}
 	return nil
 }

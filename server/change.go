@@ -87,6 +87,11 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	if err := validateReason(c.Reason); err != nil {
 		return nil, err
 	}
+	// The audit chain's lock comes before any row lock of the change (see
+	// audit.Lock).
+	if err := audit.Lock(tx); err != nil {
+		return nil, err
+	}
 	target, before, after, err := c.Apply(tx)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
 )
 
 // ErrNotLeader means a fenced write found a newer leader: the job's term
@@ -99,6 +101,11 @@ func (s *Service) CurrentTerm(ctx context.Context) (rev int64, holder string, er
 func (s *Service) InTerm(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
 	var obs []*outboxRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
+		// A step may write its own rows before an audited change: the
+		// audit chain's lock comes first (see audit.Lock).
+		if err := audit.Lock(tx); err != nil {
+			return err
+		}
 		j := &JobTx{s: s, tx: tx, term: t}
 		if err := fn(j); err != nil {
 			return err

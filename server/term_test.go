@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -180,4 +181,49 @@ func TestPersonChangePausesAutomation(t *testing.T) {
 			t.Fatal("a change aborted by its hook was written")
 		}
 	})
+}
+
+// TestNoDeadlockBetweenJobAndPerson: a job's step that makes an audited
+// change and then writes a row, and a person's audited change of that
+// row, run at once. Before audited transactions took the audit chain's
+// lock first, each held what the other waited for and Postgres ended one
+// with "deadlock detected" (a 503 for the person).
+func TestNoDeadlockBetweenJobAndPerson(t *testing.T) {
+	svc := NewService(openDB(t, pgtest.NewDatabase(t)), nil)
+	ctx := context.Background()
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "reco", Level: wire.L3, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.InTerm(ctx, Term{}, func(j *JobTx) error { return j.SaveState("plan", stepState{}) }); err != nil {
+		t.Fatal(err)
+	}
+	jobAudited, personHasRow := make(chan struct{}), make(chan struct{})
+	job := make(chan error, 1)
+	go func() {
+		_, err := svc.InTerm(ctx, Term{}, func(j *JobTx) error {
+			if _, err := j.TurnOn(JobActor(audit.ActorRollout, "rollout/checkout/reco#1"), "checkout", "reco", Toggle{Reason: "step 1"}); err != nil {
+				return err
+			}
+			close(jobAudited)
+			select { // give the person's change the time to lock the row, if it can
+			case <-personHasRow:
+			case <-time.After(time.Second):
+			}
+			return j.SaveState("plan", stepState{Step: 1})
+		})
+		job <- err
+	}()
+	<-jobAudited
+	err := svc.Commit(ctx, Audited{Actor: admin, Action: audit.RolloutPause, App: "checkout", Reason: "hold on",
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			err := tx.Exec("UPDATE leader_jobs SET state = ? WHERE name = ?", `{"Step":0,"Paused":true}`, "plan").Error
+			close(personHasRow)
+			return "rollout/checkout/reco#1", nil, nil, err
+		}})
+	if err != nil {
+		t.Fatalf("the person's change: %v", err)
+	}
+	if err := <-job; err != nil {
+		t.Fatalf("the job's step: %v", err)
+	}
 }
