@@ -188,19 +188,21 @@ func TestPersonWins(t *testing.T) {
 		t.Fatal(err)
 	}
 	now = t0.Add(2 * time.Hour)
-	// The person renews after the job's transaction read the switch and
-	// before it writes: the job's turn-off, guarded by the version it
-	// read, finds a newer one.
+	// The job read the switch, then the person renewed it before the job
+	// wrote. (Inside one job transaction this interleaving cannot happen:
+	// InTerm takes the audit chain's lock first, so a person's change waits
+	// for the job's transaction to end.) The job's turn-off, guarded by the
+	// version it read, finds a newer one.
+	read, err := svc.GetSwitch(ctx, "checkout", "reco")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.RenewSwitch(ctx, admin, "checkout", "reco", server.Change{Reason: "still needed"}); err != nil {
+		t.Fatal(err)
+	}
 	_, err = svc.InTerm(ctx, term, func(jt *server.JobTx) error {
-		sw, err := jt.Switch("checkout", "reco")
-		if err != nil {
-			return err
-		}
-		if _, _, err := svc.RenewSwitch(ctx, admin, "checkout", "reco", server.Change{Reason: "still needed"}); err != nil {
-			return err
-		}
-		v := sw.Version
-		_, err = jt.TurnOff(server.JobActor(audit.ActorExpiry, "expiry/checkout/reco"), "checkout", "reco", server.Toggle{Reason: "expired", Version: &v})
+		v := read.Version
+		_, err := jt.TurnOff(server.JobActor(audit.ActorExpiry, "expiry/checkout/reco"), "checkout", "reco", server.Toggle{Reason: "expired", Version: &v})
 		return err
 	})
 	if err == nil {
