@@ -155,14 +155,13 @@ func (d drills) report(markdown bool) gin.HandlerFunc {
 			fail(c, err)
 			return
 		}
-		name := r.App + "-" + r.Drill + "-" + strconv.FormatInt(r.Number, 10)
-		if markdown {
-			c.Header("Content-Disposition", `attachment; filename="`+name+`.md"`)
-			c.Data(http.StatusOK, "text/markdown; charset=utf-8", []byte(r.Markdown()))
+		name, ctype, body, err := r.ReportFile(markdown)
+		if err != nil {
+			fail(c, err)
 			return
 		}
-		c.Header("Content-Disposition", `attachment; filename="`+name+`.json"`)
-		c.JSON(http.StatusOK, r.View())
+		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Data(http.StatusOK, ctype, body)
 	}
 }
 

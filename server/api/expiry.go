@@ -5,7 +5,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -40,23 +39,8 @@ func (h expiryHandler) renew(c *gin.Context) {
 // findings lists findings, open ones unless state says otherwise, with the
 // open counts by severity.
 func (h expiryHandler) findings(c *gin.Context) {
-	var v []*server.FieldError
-	f := finding.Filter{Kind: finding.Kind(c.Query("kind")), App: c.Query("app"), Target: c.Query("target"), Limit: int(queryInt(c, "limit", 1000, &v))}
-	if f.Kind != "" && !f.Kind.Valid() {
-		v = append(v, &server.FieldError{Field: "kind", Msg: "is not a finding kind"})
-	}
-	if f.App != "" && !wire.ValidApp(f.App) {
-		v = append(v, &server.FieldError{Field: "app", Msg: "must match ^[a-z0-9][a-z0-9._-]{0,62}$"})
-	}
-	switch c.DefaultQuery("state", "open") {
-	case "open":
-		f.Open = true
-	case "resolved":
-		f.Resolved = true
-	case "all":
-	default:
-		v = append(v, &server.FieldError{Field: "state", Msg: `must be "open", "resolved" or "all"`})
-	}
+	f, v := finding.ParseFilter(c.Query("kind"), c.Query("app"), c.Query("state"))
+	f.Target, f.Limit = c.Query("target"), int(queryInt(c, "limit", 1000, &v))
 	if len(v) > 0 {
 		fail(c, &server.ValidationError{Fields: v})
 		return

@@ -88,7 +88,7 @@ func TestExpiryBadInput(t *testing.T) {
 		{"findings bad state", "GET", "/api/v1/findings?state=closed", adminToken, "", 400, "state", 1},
 		{"findings bad limit", "GET", "/api/v1/findings?limit=0", adminToken, "", 400, "limit", 1},
 		{"findings bad app", "GET", "/api/v1/findings?app=Check%20Out", adminToken, "", 400, "app", 1},
-		{"findings every filter bad", "GET", "/api/v1/findings?kind=x&state=y&limit=z", adminToken, "", 400, "limit", 3},
+		{"findings every filter bad", "GET", "/api/v1/findings?kind=x&state=y&limit=z", adminToken, "", 400, "kind", 3},
 	}
 	count := func(table string) int64 {
 		var n int64

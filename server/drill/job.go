@@ -144,7 +144,7 @@ func (j *Job) fire(tx *server.JobTx, d *Drill, pl *plan, du due, last, now time.
 		r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &first, ViaSchedule, "schedule", audit.ActorDrill
 		r.Summary = fmt.Sprintf("missed %d scheduled run(s), %s: no console led at the time", du.MissedCount, missedSpan(du))
 		if pl.startingDeadline > 0 {
-			r.Summary += fmt.Sprintf(" or within the starting deadline of %s", shortDur(pl.startingDeadline))
+			r.Summary += fmt.Sprintf(" or within the starting deadline of %s", server.ShortDuration(pl.startingDeadline))
 		}
 		closeAt(r, OutcomeMissed, now)
 		if err := db.Create(r).Error; err != nil {

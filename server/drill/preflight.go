@@ -49,7 +49,7 @@ func (j *Job) preflight(ctx context.Context, r *Run, pl *plan) ([]Check, *server
 		if fired := j.recentTriggers(ctx, r.App, pl); fired != "" {
 			add("recent_trigger", false, "%s", fired)
 		} else {
-			add("recent_trigger", true, "no auto-trigger acted on %s in the last %s", r.App, shortDur(pl.triggerWindow))
+			add("recent_trigger", true, "no auto-trigger acted on %s in the last %s", r.App, server.ShortDuration(pl.triggerWindow))
 		}
 	}
 	var others []Run

@@ -1,11 +1,24 @@
 package drill
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
+
+// ReportFile is the run's report as a file to download: its name
+// (<app>-<drill>-<run>.md or .json), content type and body.
+func (r *Run) ReportFile(markdown bool) (name, contentType string, body []byte, err error) {
+	name = r.App + "-" + r.Drill + "-" + strconv.FormatInt(r.Number, 10)
+	if markdown {
+		return name + ".md", "text/markdown; charset=utf-8", []byte(r.Markdown()), nil
+	}
+	body, err = json.Marshal(r.View())
+	return name + ".json", "application/json; charset=utf-8", body, err
+}
 
 // Markdown is the run's report as a Markdown summary: outcome, who or what
 // started it, timings, the four verdicts with their evidence, per-instance

@@ -210,7 +210,7 @@ func (f *fieldErrs) duration(field, s string, def, max time.Duration, zeroOK boo
 	case d < 0 || (d == 0 && !zeroOK):
 		f.add(field, "must be more than 0")
 	case d > max:
-		f.add(field, "must be at most %s", shortDur(max))
+		f.add(field, "must be at most %s", server.ShortDuration(max))
 	}
 	return d
 }
@@ -409,16 +409,4 @@ var ops = map[string]func(a, b float64) bool{
 	">=": func(a, b float64) bool { return a >= b },
 	"<":  func(a, b float64) bool { return a < b },
 	"<=": func(a, b float64) bool { return a <= b },
-}
-
-// shortDur prints 1h0m0s as 1h.
-func shortDur(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -12,6 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/notify"
 )
 
@@ -133,6 +135,29 @@ type Filter struct {
 	// Open: only open findings; Resolved: only resolved ones; neither: all.
 	Open, Resolved bool
 	Limit          int // default 100, at most 1000
+}
+
+// ParseFilter reads the filters people give — kind, app and state (open,
+// resolved or all; empty is open) — naming each one that is wrong.
+func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
+	var bad []*server.FieldError
+	f := Filter{Kind: Kind(kind), App: app}
+	if f.Kind != "" && !f.Kind.Valid() {
+		bad = append(bad, &server.FieldError{Field: "kind", Msg: "is not a finding kind"})
+	}
+	if f.App != "" && !wire.ValidApp(f.App) {
+		bad = append(bad, &server.FieldError{Field: "app", Msg: "must match ^[a-z0-9][a-z0-9._-]{0,62}$"})
+	}
+	switch state {
+	case "open", "":
+		f.Open = true
+	case "resolved":
+		f.Resolved = true
+	case "all":
+	default:
+		bad = append(bad, &server.FieldError{Field: "state", Msg: `must be "open", "resolved" or "all"`})
+	}
+	return f, bad
 }
 
 // List returns findings matching f, newest first.

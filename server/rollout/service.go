@@ -509,7 +509,7 @@ func (s *Service) Preview(ctx context.Context, app string, in Input) ([]StepPrev
 		in := Includes(app, sw.Name, off, r)
 		sp := StepPreview{Target: Describe(r, off), Raised: raised, Live: len(members), Instances: []string{}}
 		if h := p.Steps[k].Hold.D(); h > 0 {
-			sp.Hold = shortDuration(h)
+			sp.Hold = server.ShortDuration(h)
 		}
 		for _, m := range members {
 			if in(m) {

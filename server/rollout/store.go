@@ -244,7 +244,7 @@ func (v *View) Label() string {
 	for _, s := range v.Steps {
 		parts = append(parts, Describe(s.rollout(""), s.Off() && v.Direction == DirectionOff))
 		if s.Hold > 0 {
-			parts = append(parts, shortDuration(s.Hold.D()))
+			parts = append(parts, server.ShortDuration(s.Hold.D()))
 		}
 	}
 	return strings.Join(parts, " → ")
@@ -262,24 +262,12 @@ func (r *run) view(now time.Time, live *Live) View {
 		sv := StepView{StepRecord: rec, Target: Describe(rec.Rollout, rec.Off), HoldEndsAt: rec.HoldEndsAt(r.plan)}
 		if sv.HoldEndsAt != nil && rec.EndedAt == nil && r.State == Running {
 			if left := sv.HoldEndsAt.Sub(now); left > 0 {
-				sv.HoldLeft = shortDuration(left.Round(time.Second))
+				sv.HoldLeft = server.ShortDuration(left.Round(time.Second))
 			}
 		}
 		v.History = append(v.History, sv)
 	}
 	return v
-}
-
-// shortDuration writes d without zero units: "5m", "1h30m", "42s".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // sameRollout reports whether two rollouts put the same members in.

@@ -149,13 +149,13 @@ func (d drillPages) download(markdown bool) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		name := r.App + "-" + r.Drill + "-" + strconv.FormatInt(r.Number, 10)
-		if markdown {
-			c.Header("Content-Disposition", `attachment; filename="`+name+`.md"`)
-			c.Data(http.StatusOK, "text/markdown; charset=utf-8", []byte(r.Markdown()))
+		name, ctype, body, err := r.ReportFile(markdown)
+		if err != nil {
+			d.h.log.Error("webui: drill report", "path", c.Request.URL.Path, "err", err)
+			d.h.message(c, http.StatusInternalServerError, "Report unavailable", "The report could not be written; the console's log says why.")
 			return
 		}
-		c.Header("Content-Disposition", `attachment; filename="`+name+`.json"`)
-		c.JSON(http.StatusOK, r.View())
+		c.Header("Content-Disposition", `attachment; filename="`+name+`"`)
+		c.Data(http.StatusOK, ctype, body)
 	}
 }

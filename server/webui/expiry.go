@@ -6,7 +6,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -50,21 +49,10 @@ func (h *handler) registerExpiry(in *gin.RouterGroup, svc *expiry.Service) {
 func (h *handler) findingsPage(c *gin.Context, svc *expiry.Service) {
 	q := map[string]string{"kind": strings.TrimSpace(c.Query("kind")), "app": strings.TrimSpace(c.Query("app")), "state": c.DefaultQuery("state", "open")}
 	p := &page{Title: "Findings", Nav: "findings", Form: "filter", Errors: map[string]string{}}
-	f := finding.Filter{Kind: finding.Kind(q["kind"]), App: q["app"], Limit: 200}
-	if f.Kind != "" && !f.Kind.Valid() {
-		p.Errors["kind"] = "is not a finding kind"
-	}
-	if f.App != "" && !wire.ValidApp(f.App) {
-		p.Errors["app"] = "must match ^[a-z0-9][a-z0-9._-]{0,62}$"
-	}
-	switch q["state"] {
-	case "open":
-		f.Open = true
-	case "resolved":
-		f.Resolved = true
-	case "all":
-	default:
-		p.Errors["state"] = "must be open, resolved or all"
+	f, bad := finding.ParseFilter(q["kind"], q["app"], q["state"])
+	f.Limit = 200
+	for _, fe := range bad {
+		p.Errors[fe.Field] = fe.Msg
 	}
 	status := http.StatusOK
 	if len(p.Errors) > 0 {

@@ -272,5 +272,5 @@ func holdText(s rollout.Step) string {
 	if s.Hold <= 0 {
 		return "no hold"
 	}
-	return shortDuration(s.Hold.D())
+	return server.ShortDuration(s.Hold.D())
 }

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -319,19 +318,7 @@ func switchFields(fp *formParser) (level wire.Level, fallback json.RawMessage) {
 
 // newSwitchData holds the defaults of the create form: the API's.
 func newSwitchData(app string) map[string]any {
-	return map[string]any{"App": app, "S": server.SwitchView{Level: wire.L3, MaxOn: shortDuration(server.DefaultMaxOn), ExpiryPolicy: server.ExpiryRemind}}
-}
-
-// shortDuration writes d without zero units: "72h", "1h30m".
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return map[string]any{"App": app, "S": server.SwitchView{Level: wire.L3, MaxOn: server.ShortDuration(server.DefaultMaxOn), ExpiryPolicy: server.ExpiryRemind}}
 }
 
 func (h *handler) newSwitchPage(c *gin.Context) {

@@ -87,7 +87,7 @@ func num(f float64) string { return trigger.Num(f).String() }
 // shortFor writes "0s" as "0s" and "5m0s" as "5m".
 func shortFor(s string) string {
 	if d, err := time.ParseDuration(s); err == nil {
-		return shortDuration(d)
+		return server.ShortDuration(d)
 	}
 	return s
 }
@@ -110,8 +110,8 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 	if v == nil {
 		return map[string]string{
 			"switch": sw, "source": "prometheus", "trigger.op": ">", "recover.op": "<", "trigger.for": "30s", "recover.for": "5m",
-			"cooldown": shortDuration(trigger.DefaultCooldown), "missing_data": trigger.DefaultMissingData, "mode": trigger.ModeEnforce,
-			"flap.max_transitions": strconv.Itoa(trigger.DefaultFlapMax), "flap.window": shortDuration(trigger.DefaultFlapWindow), "range": "6h",
+			"cooldown": server.ShortDuration(trigger.DefaultCooldown), "missing_data": trigger.DefaultMissingData, "mode": trigger.ModeEnforce,
+			"flap.max_transitions": strconv.Itoa(trigger.DefaultFlapMax), "flap.window": server.ShortDuration(trigger.DefaultFlapWindow), "range": "6h",
 		}
 	}
 	out := map[string]string{

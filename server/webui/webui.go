@@ -308,7 +308,7 @@ var funcs = template.FuncMap{
 	},
 	"pct":          percent,
 	"rate":         rate,
-	"defaultMaxOn": func() string { return shortDuration(server.DefaultMaxOn) },
+	"defaultMaxOn": func() string { return server.ShortDuration(server.DefaultMaxOn) },
 	"levelName":    func(l wire.Level) string { return l.Label() },
 	"dangerous":    server.NeedsConfirmation,
 	"join":         strings.Join,
