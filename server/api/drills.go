@@ -130,29 +130,31 @@ func runNumber(c *gin.Context) (int64, bool) {
 	return n, true
 }
 
-func (d drills) run(c *gin.Context) {
+// loadRun reads the run the path names, answering the problem if it cannot.
+func (d drills) loadRun(c *gin.Context) (*drill.Run, bool) {
 	n, ok := runNumber(c)
 	if !ok {
-		return
+		return nil, false
 	}
 	r, err := d.svc.Run(c.Request.Context(), c.Param("app"), c.Param("name"), n)
 	if err != nil {
 		fail(c, err)
-		return
+		return nil, false
 	}
-	c.JSON(http.StatusOK, gin.H{"run": r.View()})
+	return r, true
+}
+
+func (d drills) run(c *gin.Context) {
+	if r, ok := d.loadRun(c); ok {
+		c.JSON(http.StatusOK, gin.H{"run": r.View()})
+	}
 }
 
 // report downloads a run's report as JSON or as a Markdown summary.
 func (d drills) report(markdown bool) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		n, ok := runNumber(c)
+		r, ok := d.loadRun(c)
 		if !ok {
-			return
-		}
-		r, err := d.svc.Run(c.Request.Context(), c.Param("app"), c.Param("name"), n)
-		if err != nil {
-			fail(c, err)
 			return
 		}
 		name, ctype, body, err := r.ReportFile(markdown)

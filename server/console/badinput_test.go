@@ -125,19 +125,7 @@ func TestBadInput(t *testing.T) {
 	before := e.snapshot(t, c.DB)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := call(t, c, tc.method, tc.path, tc.token, tc.body, tc.hdr...)
-			if r.Status != tc.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
-			}
-			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
-				t.Fatalf("content type %q", ct)
-			}
-			if r.num("status") != float64(tc.status) || r.str("title") == "" {
-				t.Fatalf("not a problem document: %s", r.Raw)
-			}
-			if tc.field != "" && r.str("field") != tc.field {
-				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
-			}
+			mustProblem(t, call(t, c, tc.method, tc.path, tc.token, tc.body, tc.hdr...), tc.status, tc.field)
 		})
 	}
 	if len(cases) < 25 {

@@ -627,16 +627,7 @@ func TestDrillBadInput(t *testing.T) {
 	before := snap()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := call(t, c, tc.method, tc.path, tc.token, tc.body)
-			if r.Status != tc.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
-			}
-			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
-				t.Fatalf("content type %q", ct)
-			}
-			if tc.field != "" && r.str("field") != tc.field {
-				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
-			}
+			mustProblem(t, call(t, c, tc.method, tc.path, tc.token, tc.body), tc.status, tc.field)
 		})
 	}
 	// Every bad field of one request is listed.

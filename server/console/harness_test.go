@@ -162,6 +162,23 @@ func mustStatus(t testing.TB, r response, want int) response {
 	return r
 }
 
+// mustProblem checks that r is an RFC 9457 problem of status want and, when
+// field is not empty, that it names field.
+func mustProblem(t testing.TB, r response, want int, field string) response {
+	t.Helper()
+	mustStatus(t, r, want)
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
+		t.Fatalf("content type %q: %s", ct, r.Raw)
+	}
+	if r.num("status") != float64(want) || r.str("title") == "" {
+		t.Fatalf("not a problem document: %s", r.Raw)
+	}
+	if field != "" && r.str("field") != field {
+		t.Fatalf("field %q, want %q: %s", r.str("field"), field, r.Raw)
+	}
+	return r
+}
+
 // etcdValue reads a key; "" when absent.
 func (e *env) etcdValue(key string) string {
 	e.t.Helper()

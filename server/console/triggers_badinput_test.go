@@ -140,16 +140,7 @@ func TestTriggerBadInput(t *testing.T) {
 	before := e.triggerSnapshot(t, c.DB)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := call(t, tc.c, tc.method, tc.path, tc.token, tc.body)
-			if r.Status != tc.status {
-				t.Fatalf("status %d, want %d: %s", r.Status, tc.status, r.Raw)
-			}
-			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/problem+json") {
-				t.Fatalf("content type %q", ct)
-			}
-			if tc.field != "" && r.str("field") != tc.field {
-				t.Fatalf("field %q, want %q: %s", r.str("field"), tc.field, r.Raw)
-			}
+			r := mustProblem(t, call(t, tc.c, tc.method, tc.path, tc.token, tc.body), tc.status, tc.field)
 			if !strings.Contains(r.Raw, tc.detailPattern) {
 				t.Fatalf("the problem does not say %q: %s", tc.detailPattern, r.Raw)
 			}
