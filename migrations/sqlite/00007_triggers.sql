@@ -25,6 +25,8 @@ CREATE TABLE triggers (
     flap_window          TEXT             NOT NULL,
     -- percent × 100 the rule turns the switch on with; NULL: the switch's own rollout
     rollout_basis        INTEGER,
+    -- a staged-rollout template the rule starts when it fires; '': none
+    rollout_template     TEXT             NOT NULL DEFAULT '',
     mode                 TEXT             NOT NULL,
     version              BIGINT           NOT NULL,
     reason               TEXT             NOT NULL DEFAULT '',

@@ -52,7 +52,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 
 	// Auto-triggers: one leader job evaluates every rule; a person's change
 	// to a switch pauses its rules.
-	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Logger: c.log})
+	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Logger: c.log})
 	c.Scheduler.Add(triggers.Job())
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers

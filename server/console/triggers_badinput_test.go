@@ -103,6 +103,8 @@ func TestTriggerBadInput(t *testing.T) {
 		{"bad mode", c, "POST", tr, adminToken, rule(good + `,"mode":"shadow"`), 400, "mode", ""},
 		{"rollout 0", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":0}`), 400, "rollout.percent", ""},
 		{"rollout 101", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":101}`), 400, "rollout.percent", ""},
+		{"unknown rollout template", c, "POST", tr, adminToken, rule(good + `,"rollout":{"template":"slowly"}`), 400, "rollout.template", `must be \"default\" or \"canaries\"`},
+		{"percent and template", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":5,"template":"default"}`), 400, "rollout", "not both"},
 		// The base's strict decoder names an unknown nested member without
 		// its parent ("selector", not "rollout.selector").
 		{"rollout with a selector", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":5,"selector":"zone=a"}`), 400, "selector", "not a known field"},

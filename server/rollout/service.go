@@ -126,6 +126,66 @@ func (s *Service) StartPlan(j *server.JobTx, a server.Actor, app, sw string, p P
 	return id, err
 }
 
+// CheckTemplate says whether name is a template that stages a turn-on
+// (for a rule that starts one: trigger.Planner).
+func (s *Service) CheckTemplate(name string) error {
+	_, err := Template(name, DirectionOn, Gate{})
+	return err
+}
+
+// StartTemplate starts the turn-on plan of template name for app/sw inside
+// job transaction j, as actor a with reason (an auto-trigger firing with a
+// staged rollout: trigger.Planner).
+func (s *Service) StartTemplate(j *server.JobTx, a server.Actor, app, sw, name, reason string) (int64, error) {
+	p, err := Template(name, DirectionOn, Gate{})
+	if err != nil {
+		return 0, err
+	}
+	p.Reason = oneLine(reason, 990)
+	return s.StartPlan(j, a, app, sw, p)
+}
+
+// EndPlan aborts the active plan of app/sw, if there is one, inside job
+// transaction j, as actor a with reason, leaving the switch as the plan
+// left it (an auto-trigger that recovers ends the plan it started, then
+// turns the switch off itself: trigger.Planner). It reports whether a plan
+// ended.
+func (s *Service) EndPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		ended, err := s.endPlan(j, a, app, sw, reason)
+		if !errors.Is(err, errStale) {
+			return ended, err
+		}
+		if attempt == 2 {
+			return false, fmt.Errorf("%w: the switch's staged rollout changed at the same moment; retry", server.ErrConflict)
+		}
+	}
+}
+
+func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error) {
+	r, err := activeFor(j.DB(), app, sw)
+	if err != nil || r == nil {
+		return false, err
+	}
+	now := j.Now()
+	before := r.summary()
+	note := "ended by " + a.Name + ": " + oneLine(reason, 900)
+	r.progress.end(OutcomeStopped, note, now)
+	r.progress.Note, r.progress.Request = note, nil
+	r.end(Aborted, now)
+	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutAbort, Reason: oneLine(reason, 990), App: app,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := save(tx, r, now); err != nil {
+				return "", nil, nil, err
+			}
+			if err := s.announce(tx, r, before.State, a.Name, now); err != nil {
+				return "", nil, nil, err
+			}
+			return r.cause(), before, r.summary(), nil
+		}})
+	return err == nil, err
+}
+
 // readSwitch reads the switch a plan is for; a missing one is a bad
 // "switch" field.
 func readSwitch(tx *gorm.DB, app, name string) (*server.Switch, error) {

@@ -231,11 +231,20 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 		}
 		on := d.Action == ActTurnOn
 		t := server.Toggle{Reason: reason, Version: &sw.Version}
+		if !on && r.RolloutTemplate != "" {
+			// The staged rollout the rule started ends before the switch
+			// goes off, so it cannot turn it on again.
+			if err := s.endPlan(j, a, r, reason, &d); err != nil {
+				return d, err
+			}
+		}
 		switch {
 		case switchOn(sw) == on:
 			// Someone else's automation got there first: the rule holds the
 			// switch as it is, and changes nothing.
 			d.Why += "; the switch was " + onOff(on) + " already"
+		case on && r.RolloutTemplate != "":
+			err = s.startPlan(j, a, r, reason, &d)
 		case on:
 			t.Rollout = r.rollout(sw)
 			_, err = j.TurnOn(a, r.App, r.SwitchName, t)
@@ -278,4 +287,34 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 		return d, event(notify.TriggerLocked, "locked", title)
 	}
 	return d, nil
+}
+
+// startPlan starts the rule's staged rollout of its switch instead of
+// turning it on at once.
+func (s *Service) startPlan(j *server.JobTx, a server.Actor, r *Rule, reason string, d *Decision) error {
+	if s.plans == nil {
+		return fmt.Errorf("trigger %s: its rollout is template %q, and staged rollouts are not available on this console", r.Target(), r.RolloutTemplate)
+	}
+	id, err := s.plans.StartTemplate(j, a, r.App, r.SwitchName, r.RolloutTemplate, reason)
+	if err != nil {
+		return fmt.Errorf("trigger %s: start staged rollout %q: %w", r.Target(), r.RolloutTemplate, err)
+	}
+	d.Why += fmt.Sprintf("; staged rollout #%d (%s) started", id, r.RolloutTemplate)
+	return nil
+}
+
+// endPlan ends the switch's active staged rollout, if any, before the
+// rule turns the switch off.
+func (s *Service) endPlan(j *server.JobTx, a server.Actor, r *Rule, reason string, d *Decision) error {
+	if s.plans == nil {
+		return nil
+	}
+	ended, err := s.plans.EndPlan(j, a, r.App, r.SwitchName, reason)
+	if err != nil {
+		return fmt.Errorf("trigger %s: end the staged rollout: %w", r.Target(), err)
+	}
+	if ended {
+		d.Why += "; its staged rollout ended"
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
@@ -49,6 +51,7 @@ type rig struct {
 	t     *testing.T
 	db    *gorm.DB
 	core  *server.Service
+	plans *rollout.Service
 	svc   *trigger.Service
 	job   *trigger.Job
 	term  server.Term
@@ -75,9 +78,10 @@ func newRig(t *testing.T, dialect string, prom *promtest.Server, src signal.Sour
 	})
 	c := &clock{t: time.Now().UTC()}
 	core := server.NewService(db, nil, server.WithClock(c.Now))
-	svc := trigger.New(core, signal.Sources{Prometheus: src}, trigger.Config{Interval: 10 * time.Second})
+	plans := rollout.New(rollout.Config{Service: core, Sources: signal.Sources{Prometheus: src}})
+	svc := trigger.New(core, signal.Sources{Prometheus: src}, trigger.Config{Interval: 10 * time.Second, Plans: plans})
 	core.OnPersonChange(svc.OnPersonChange)
-	r := &rig{t: t, db: db, core: core, svc: svc, job: svc.Job(), term: server.Term{Rev: 1, Holder: "test"}, clock: c, prom: prom, prefix: dialect + "_"}
+	r := &rig{t: t, db: db, core: core, plans: plans, svc: svc, job: svc.Job(), term: server.Term{Rev: 1, Holder: "test"}, clock: c, prom: prom, prefix: dialect + "_"}
 	if err := core.ClaimTerm(context.Background(), r.term); err != nil {
 		t.Fatal(err)
 	}
@@ -202,6 +206,7 @@ func TestJob(t *testing.T) {
 			t.Run("confirm recovery", func(t *testing.T) { r.t = t; testConfirmRecovery(r) })
 			t.Run("a person's change pauses", func(t *testing.T) { r.t = t; testPersonPauses(r) })
 			t.Run("dry run changes nothing", func(t *testing.T) { r.t = t; testDryRun(r) })
+			t.Run("staged rollout", func(t *testing.T) { r.t = t; testStagedRollout(r) })
 		})
 	}
 }
@@ -457,4 +462,73 @@ func testDryRun(r *rig) {
 		t.Fatalf("dry run wrote %d audit events and %d notifications beyond the two creations", after-before-2, notesAfter-notes)
 	}
 	t.Logf("dry run recorded: %q / %q", evs[1].Why, evs[0].Why)
+}
+
+// testStagedRollout: a rule whose rollout is a template starts that staged
+// rollout when it fires, instead of turning the switch on for everyone,
+// and ends it when it recovers; both are audited as the trigger's.
+func testStagedRollout(r *rig) {
+	t := r.t
+	ctx := context.Background()
+	m := r.switchAndRule("staged", 50, trigger.Input{
+		Trigger: trigger.CondInput{Op: ">", Threshold: f(80)}, Recover: trigger.CondInput{Op: "<", Threshold: f(60)},
+		Cooldown: "0s", Rollout: &trigger.RolloutInput{Template: rollout.TemplateDefault},
+	})
+	if v, err := r.svc.Get(ctx, "checkout", "staged"); err != nil || v.Rollout == nil || v.Rollout.Template != rollout.TemplateDefault || v.Rollout.Percent != 0 {
+		t.Fatalf("the rule's rollout: %+v, %v", v.Rollout, err)
+	}
+	b := time.Now().UTC().Add(time.Second)
+	r.step(b)
+	r.set(m, 95)
+	r.step(at(b, 10))
+	plan, err := r.plans.Active(ctx, "checkout", "staged")
+	if err != nil || plan == nil {
+		t.Fatalf("no staged rollout after the rule fired: %v", err)
+	}
+	var percents []float64
+	for _, s := range plan.Steps {
+		percents = append(percents, s.Percent)
+	}
+	if plan.CreatedBy != audit.ActorTrigger || !strings.HasPrefix(plan.Reason, "trigger staged on max(") || len(percents) != 3 || percents[0] != 1 || percents[1] != 50 || percents[2] != 100 {
+		t.Fatalf("plan by %s (%q) with steps %v, want the trigger's 1 → 50 → 100", plan.CreatedBy, plan.Reason, percents)
+	}
+	if sw := r.switchState("staged"); sw.State != wire.StateOff {
+		t.Fatalf("the switch went %s at once; the plan's first step turns it on", sw.State)
+	}
+	if st := r.status("staged"); st.Phase != trigger.PhaseOn {
+		t.Fatalf("rule phase %s after firing", st.Phase)
+	}
+
+	r.set(m, 20)
+	r.step(at(b, 20))
+	if p, err := r.plans.Active(ctx, "checkout", "staged"); err != nil || p != nil {
+		t.Fatalf("the plan is still active after the rule recovered: %+v, %v", p, err)
+	}
+	ended, err := r.plans.Get(ctx, "checkout", plan.ID)
+	if err != nil || ended.State != rollout.Aborted {
+		t.Fatalf("plan after recovery: %+v, %v", ended, err)
+	}
+	if sw := r.switchState("staged"); sw.State != wire.StateOff {
+		t.Fatalf("the switch is %s after recovery", sw.State)
+	}
+	evs, _, err := r.core.ListAudit(ctx, audit.Filter{TargetPrefix: "rollout/checkout/staged#", Limit: 10})
+	if err != nil || len(evs) != 2 || evs[1].Action != audit.RolloutCreate || evs[0].Action != audit.RolloutAbort ||
+		evs[0].ActorKind != audit.ActorTrigger || evs[1].ActorKind != audit.ActorTrigger {
+		t.Fatalf("the plan's audit events: %+v, %v", evs, err)
+	}
+
+	// A percent replaces the template in a patch, and null clears it.
+	for body, want := range map[string]string{`{"rollout":{"percent":40}}`: "40", `{"rollout":null}`: "none"} {
+		v, err := r.svc.Update(ctx, admin, "checkout", "staged", trigger.Patch{Reason: "test", Fields: json.RawMessage(body)})
+		if err != nil {
+			t.Fatalf("patch %s: %v", body, err)
+		}
+		got := "none"
+		if v.Rollout != nil {
+			got = strconv.FormatFloat(v.Rollout.Percent, 'f', -1, 64) + v.Rollout.Template
+		}
+		if got != want {
+			t.Fatalf("patch %s: rollout %s, want %s", body, got, want)
+		}
+	}
 }

@@ -55,7 +55,8 @@ type Rule struct {
 	ConfirmRecovery    bool
 	FlapMaxTransitions int
 	FlapWindow         string
-	RolloutBasis       *int // percent × 100; nil: the switch's own rollout
+	RolloutBasis       *int   // percent × 100; nil: the switch's own rollout
+	RolloutTemplate    string // a staged-rollout template the rule starts instead of turning the switch on at once
 	Mode               string
 }
 
@@ -134,12 +135,18 @@ type FlapInput struct {
 
 // RolloutInput is the rollout the rule turns the switch on with.
 type RolloutInput struct {
-	Percent float64 `json:"percent"`
+	Percent float64 `json:"percent,omitempty"`
+	// Template is a staged-rollout template (rollout.TemplateDefault,
+	// rollout.TemplateCanaries): when the rule fires it starts that plan
+	// instead of turning the switch on for everyone at once, and when it
+	// recovers it ends the plan and turns the switch off.
+	Template string `json:"template,omitempty"`
 }
 
 // Patch changes some fields of a rule: Fields holds the JSON members other
 // than version and reason, merged over the current rule (an object such as
-// trigger merges member by member). name and switch cannot change.
+// trigger merges member by member; rollout is replaced whole). name and switch
+// cannot change.
 type Patch struct {
 	Version *int64
 	Reason  string
@@ -171,6 +178,14 @@ func (r *Rule) Input() Input {
 	return v.Input()
 }
 
+// checks are the validations a rule needs from outside itself: its source
+// and query against the metric sources, its rollout template against the
+// staged rollouts.
+type checks struct {
+	query    func(source, query string) *server.FieldError
+	template func(name string) *server.FieldError
+}
+
 // fieldErrors collects field errors like the server's validator.
 type fieldErrors []*server.FieldError
 
@@ -189,7 +204,7 @@ func (v fieldErrors) err() error {
 // defaults filled in. Every bad field is reported; check validates the
 // query against its source (a field error naming source or query). The
 // switch's existence is checked by the caller, inside its transaction.
-func build(app string, in Input, check func(source, query string) *server.FieldError) (*Rule, error) {
+func build(app string, in Input, check checks) (*Rule, error) {
 	var v fieldErrors
 	r := &Rule{
 		App: app, Name: strings.TrimSpace(in.Name), SwitchName: strings.TrimSpace(in.Switch),
@@ -207,7 +222,7 @@ func build(app string, in Input, check func(source, query string) *server.FieldE
 	}
 	switch r.Source {
 	case signal.SourceFleet, signal.SourcePrometheus:
-		if fe := check(r.Source, r.Query); fe != nil {
+		if fe := check.query(r.Source, r.Query); fe != nil {
 			v = append(v, fe)
 		}
 	case "":
@@ -272,12 +287,21 @@ func build(app string, in Input, check func(source, query string) *server.FieldE
 	if r.FlapWindow = duration(&v, "flap.window", flap.Window, DefaultFlapWindow); dur(r.FlapWindow) <= 0 && flap.Window != "" {
 		v.add("flap.window", "must be positive")
 	}
-	if in.Rollout != nil {
-		ro := wire.Rollout{Percent: in.Rollout.Percent}
-		if err := ro.Validate(); err != nil || ro.Basis() == 0 {
+	switch ro := in.Rollout; {
+	case ro == nil:
+	case ro.Template != "" && ro.Percent != 0:
+		v.add("rollout", "give a percent or a template, not both")
+	case ro.Template != "":
+		r.RolloutTemplate = strings.TrimSpace(ro.Template)
+		if fe := check.template(r.RolloutTemplate); fe != nil {
+			v = append(v, fe)
+		}
+	default:
+		w := wire.Rollout{Percent: ro.Percent}
+		if err := w.Validate(); err != nil || w.Basis() == 0 {
 			v.add("rollout.percent", "must be more than 0 and at most 100, with at most two decimals")
 		}
-		b := ro.Basis()
+		b := w.Basis()
 		r.RolloutBasis = &b
 	}
 	switch r.Mode {

@@ -2,6 +2,7 @@ package trigger
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,7 +25,20 @@ type Config struct {
 	// Interval is the evaluation period of every rule (default
 	// DefaultInterval).
 	Interval time.Duration
-	Logger   *slog.Logger
+	// Plans are the staged rollouts, for rules whose rollout is a template
+	// (nil: such rules are refused).
+	Plans  Planner
+	Logger *slog.Logger
+}
+
+// Planner is what a rule whose rollout is a staged-rollout template needs
+// of the staged rollouts (rollout.Service is one): a template's check when
+// the rule is saved; when it fires, the template's plan started; when it
+// recovers, the switch's plan ended — each inside the job's transaction.
+type Planner interface {
+	CheckTemplate(name string) error
+	StartTemplate(j *server.JobTx, a server.Actor, app, sw, template, reason string) (int64, error)
+	EndPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error)
 }
 
 // Service keeps the rules and their state: every change a person makes
@@ -34,6 +48,7 @@ type Service struct {
 	core     *server.Service
 	sources  signal.Sources
 	interval time.Duration
+	plans    Planner
 	log      *slog.Logger
 	wake     chan struct{}
 }
@@ -47,7 +62,7 @@ func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: core, sources: sources, interval: cfg.Interval, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, log: cfg.Logger, wake: make(chan struct{}, 1)}
 }
 
 // Interval is the evaluation period.
@@ -169,8 +184,29 @@ func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) 
 	return out, nil
 }
 
-// check returns the query check of build for app's sources.
-func (s *Service) check(ctx context.Context, app string) func(source, query string) *server.FieldError {
+// check returns build's checks for app: its sources, and the staged
+// rollouts' templates.
+func (s *Service) check(ctx context.Context, app string) checks {
+	return checks{query: s.queryCheck(ctx, app), template: s.templateCheck}
+}
+
+// templateCheck checks a rule's rollout template.
+func (s *Service) templateCheck(name string) *server.FieldError {
+	if s.plans == nil {
+		return &server.FieldError{Field: "rollout.template", Msg: "staged rollouts are not available on this console"}
+	}
+	if err := s.plans.CheckTemplate(name); err != nil {
+		var ve *server.ValidationError
+		if errors.As(err, &ve) && len(ve.Fields) > 0 {
+			return &server.FieldError{Field: "rollout.template", Msg: ve.Fields[0].Msg}
+		}
+		return &server.FieldError{Field: "rollout.template", Msg: err.Error()}
+	}
+	return nil
+}
+
+// queryCheck checks a rule's source and query against app's sources.
+func (s *Service) queryCheck(ctx context.Context, app string) func(source, query string) *server.FieldError {
 	return func(source, query string) *server.FieldError {
 		src, err := s.sources.For(source, app)
 		if err != nil {
@@ -185,6 +221,15 @@ func (s *Service) check(ctx context.Context, app string) func(source, query stri
 		}
 		return nil
 	}
+}
+
+// replacesRollout reports whether a patch gives the rollout member, which
+// replaces the rule's rollout as a whole rather than member by member.
+func replacesRollout(fields json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(fields, &m)
+	_, ok := m["rollout"]
+	return ok
 }
 
 // stamp sets the bookkeeping of a rule written by a at version v.
@@ -246,6 +291,9 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, err
 			}
 			in := cur.Input()
+			if replacesRollout(p.Fields) {
+				in.Rollout = nil // a percent and a template replace each other; null clears
+			}
 			if len(p.Fields) > 0 {
 				if err := server.DecodeStrict(p.Fields, &in); err != nil {
 					return "", nil, nil, err

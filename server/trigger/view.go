@@ -73,7 +73,10 @@ func (r *Rule) config() View {
 		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
-	if r.RolloutBasis != nil {
+	switch {
+	case r.RolloutTemplate != "":
+		v.Rollout = &RolloutInput{Template: r.RolloutTemplate}
+	case r.RolloutBasis != nil:
 		v.Rollout = &RolloutInput{Percent: float64(*r.RolloutBasis) / basisPerPercent}
 	}
 	return v

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -128,7 +129,9 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 	if v.ConfirmRecovery {
 		out["confirm_recovery"] = "on"
 	}
-	if v.Rollout != nil {
+	if v.Rollout != nil && v.Rollout.Template != "" {
+		out["rollout.template"] = v.Rollout.Template
+	} else if v.Rollout != nil {
 		out["rollout.percent"] = strconv.FormatFloat(v.Rollout.Percent, 'f', -1, 64)
 	}
 	return out
@@ -161,6 +164,12 @@ func ruleInput(fp *formParser, app string) trigger.Input {
 	if p := optFloat(fp, "rollout.percent"); p != nil {
 		in.Rollout = &trigger.RolloutInput{Percent: *p}
 	}
+	if tpl := fp.str("rollout.template"); tpl != "" {
+		if in.Rollout == nil {
+			in.Rollout = &trigger.RolloutInput{}
+		}
+		in.Rollout.Template = tpl
+	}
 	checkGrant(fp.c, fp, "app", app)
 	return in
 }
@@ -183,6 +192,8 @@ type editor struct {
 	Sources  []string
 	Ops      []trigger.Op
 	Fleet    []string // the fleet source's metrics
+	// Staged are the staged-rollout templates a rule can start when it fires.
+	Staged   []rollout.TemplateInfo
 	Preview  *previewView
 	Evals    []trigger.Evaluation
 	Editable bool
@@ -200,7 +211,7 @@ type previewView struct {
 
 // load fills the editor's lists for app.
 func (t *triggerPages) editorFor(c *gin.Context, app string, v *trigger.View, vals map[string]string) (*editor, error) {
-	e := &editor{App: app, Values: vals, Sources: t.svc.SourceNames(), Ops: trigger.Ops, Fleet: fleet.Metrics(), Interval: t.svc.Interval()}
+	e := &editor{App: app, Values: vals, Sources: t.svc.SourceNames(), Ops: trigger.Ops, Fleet: fleet.Metrics(), Interval: t.svc.Interval(), Staged: stagedTemplates()}
 	e.Editable = actor(c).CanWrite(app)
 	if v != nil {
 		row := triggerRow(*v)
@@ -548,3 +559,14 @@ func drawChart(p *trigger.Preview) Chart {
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
+
+// stagedTemplates are the templates that stage a turn-on.
+func stagedTemplates() []rollout.TemplateInfo {
+	var out []rollout.TemplateInfo
+	for _, t := range rollout.Templates() {
+		if t.Direction == rollout.DirectionOn {
+			out = append(out, t)
+		}
+	}
+	return out
+}

@@ -128,6 +128,27 @@ func TestTriggerPages(t *testing.T) {
 		}
 	})
 
+	t.Run("a staged rollout template is offered, saved and shown", func(t *testing.T) {
+		if _, _, err := c.Service.CreateSwitch(ctx, admin, "checkout", server.SwitchInput{Name: "reviews", Level: wire.L3, Reason: "seed"}); err != nil {
+			t.Fatal(err)
+		}
+		_, body := cl.get("/ui/apps/checkout/triggers/new?switch=reviews")
+		if !strings.Contains(body, `<select name="rollout.template">`) || !strings.Contains(body, `1 % → 5 min → 50 % → 5 min → 100 %</option>`) {
+			t.Fatalf("the editor offers no staged rollout\n%s", body)
+		}
+		status, _, body := cl.post("/ui/apps/checkout/triggers", ruleForm(tok, "name", "reviews-slow", "switch", "reviews", "rollout.percent", "5", "rollout.template", "canaries"))
+		if status != http.StatusBadRequest || !strings.Contains(body, `<span class="ferr" role="alert">Staged rollout: give a percent or a template, not both</span>`) {
+			t.Fatalf("percent and template: %d\n%s", status, body)
+		}
+		status, loc, body := cl.post("/ui/apps/checkout/triggers", ruleForm(tok, "name", "reviews-slow", "switch", "reviews", "rollout.template", "canaries"))
+		if status != http.StatusSeeOther {
+			t.Fatalf("create: %d\n%s", status, body)
+		}
+		if _, body = cl.get(loc); !strings.Contains(body, "through the staged rollout “canaries”") {
+			t.Fatalf("the rule page does not say it stages the turn-on\n%s", body)
+		}
+	})
+
 	t.Run("a person's change pauses it; the switch page says so and resumes it", func(t *testing.T) {
 		olga := server.Actor{Name: "olga", Kind: audit.ActorUser, Role: server.RoleAdmin}
 		if _, _, err := c.Service.TurnOn(ctx, olga, "checkout", "recommend", server.Toggle{Reason: "INC-7: I take it"}); err != nil {
