@@ -145,11 +145,11 @@ func (s *Service) StartTemplate(j *server.JobTx, a server.Actor, app, sw, name, 
 	return s.StartPlan(j, a, app, sw, p)
 }
 
-// EndPlan aborts the active plan of app/sw, if there is one, inside job
-// transaction j, as actor a with reason, leaving the switch as the plan
-// left it (an auto-trigger that recovers ends the plan it started, then
-// turns the switch off itself: trigger.Planner). It reports whether a plan
-// ended.
+// EndPlan aborts the active plan of app/sw, if there is one and a started
+// it, inside job transaction j, as actor a with reason, leaving the switch
+// as the plan left it (an auto-trigger that recovers ends the plan it
+// started, then turns the switch off itself: trigger.Planner). A plan
+// someone else started is left alone. It reports whether a plan ended.
 func (s *Service) EndPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error) {
 	for attempt := 0; ; attempt++ {
 		ended, err := s.endPlan(j, a, app, sw, reason)
@@ -164,7 +164,7 @@ func (s *Service) EndPlan(j *server.JobTx, a server.Actor, app, sw, reason strin
 
 func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error) {
 	r, err := activeFor(j.DB(), app, sw)
-	if err != nil || r == nil {
+	if err != nil || r == nil || r.CreatedBy != a.Name {
 		return false, err
 	}
 	now := j.Now()

@@ -499,6 +499,17 @@ func testStagedRollout(r *rig) {
 		t.Fatalf("rule phase %s after firing", st.Phase)
 	}
 
+	// Only the plan's own starter ends it this way.
+	if _, err := r.core.InTerm(ctx, r.term, func(j *server.JobTx) error {
+		ended, err := r.plans.EndPlan(j, server.JobActor(audit.ActorDrill, "drill/checkout/x"), "checkout", "staged", "not mine")
+		if ended {
+			return errors.New("another job ended the trigger's plan")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	r.set(m, 20)
 	r.step(at(b, 20))
 	if p, err := r.plans.Active(ctx, "checkout", "staged"); err != nil || p != nil {
