@@ -14,20 +14,13 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 )
 
 func openPostgres(t *testing.T) *gorm.DB {
 	t.Helper()
-	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, pgtest.NewDatabase(t), "")
 	return db
 }
 

@@ -18,8 +18,8 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/promtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
-	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/drill"
 )
@@ -403,16 +403,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 func (e *env) db(t *testing.T) *gorm.DB {
 	t.Helper()
 	if e.gdb == nil {
-		db, _, err := server.OpenDB(context.Background(), e.pgURL, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.gdb = db
-		t.Cleanup(func() {
-			if sqlDB, err := db.DB(); err == nil {
-				sqlDB.Close()
-			}
-		})
+		e.gdb = servertest.OpenDB(t, e.pgURL, "")
 	}
 	return e.gdb
 }

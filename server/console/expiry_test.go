@@ -18,6 +18,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -499,15 +500,7 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	}
 	stop(boot)
 
-	db, _, err := server.OpenDB(context.Background(), e.pgURL, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, e.pgURL, t.TempDir())
 	lock := db.Begin()
 	if err := lock.Exec("SELECT 1 FROM switches WHERE app = 'checkout' AND name = 'a3' FOR UPDATE").Error; err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/drill"
 )
@@ -20,15 +21,7 @@ func TestLastPassed(t *testing.T) {
 }
 
 func lastPassed(t *testing.T, url, dir string) {
-	db, _, err := server.OpenDB(context.Background(), url, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, url, dir)
 	svc := drill.New(drill.Config{Service: server.NewService(db, nil)})
 	ctx := context.Background()
 	if _, ok, err := svc.LastPassed(ctx, "checkout", "recommend"); ok || err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/expiry"
@@ -26,15 +27,7 @@ var admin = server.Actor{Name: "token:olga", Kind: audit.ActorToken, Role: serve
 // once.
 func TestExpiryJob(t *testing.T) {
 	for _, url := range []string{"", pgtest.NewDatabase(t)} {
-		db, _, err := server.OpenDB(context.Background(), url, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if s, err := db.DB(); err == nil {
-				s.Close()
-			}
-		})
+		db := servertest.OpenDB(t, url, t.TempDir())
 		ctx := context.Background()
 		t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 		now := t0
@@ -162,15 +155,7 @@ func countSwitchOff(t *testing.T, svc *server.Service) int {
 // than clobber the change; the job's transaction leaves nothing behind,
 // and the next step sees the person's state.
 func TestPersonWins(t *testing.T) {
-	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, pgtest.NewDatabase(t), t.TempDir())
 	ctx := context.Background()
 	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	now := t0

@@ -1,14 +1,13 @@
 package finding_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/pgtest"
-	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/finding"
 )
 
@@ -17,10 +16,7 @@ import (
 // the next occurrence is a new finding — on both databases.
 func TestOpenResolve(t *testing.T) {
 	for _, url := range []string{"", pgtest.NewDatabase(t)} {
-		db, _, err := server.OpenDB(context.Background(), url, t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
+		db := servertest.OpenDB(t, url, t.TempDir())
 		now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 		spec := finding.Spec{Kind: finding.ExpiredOn, Target: "switch/checkout/reco", App: "checkout", Severity: finding.Warning, Summary: "on for 30 days"}
 		inTx := func(fn func(tx *gorm.DB) error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -102,15 +103,7 @@ func (d *drills) LastPassed(_ context.Context, app, name string) (time.Time, boo
 // it opened for a switch that was deleted. Every opening and resolution
 // enqueues one notification.
 func TestFindingsJob(t *testing.T) {
-	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, pgtest.NewDatabase(t), t.TempDir())
 	ctx := context.Background()
 	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
 	svc := server.NewService(db, nil, server.WithClock(func() time.Time { return now }))

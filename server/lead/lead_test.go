@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/lead"
@@ -77,14 +78,6 @@ func TestCampaignBackoffResets(t *testing.T) {
 // openDB opens a migrated SQLite database in a temporary directory.
 func openDB(t *testing.T) *gorm.DB {
 	t.Helper()
-	db, _, err := server.OpenDB(context.Background(), "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := servertest.OpenDB(t, "", t.TempDir())
 	return db
 }

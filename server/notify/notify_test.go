@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/notify"
 )
@@ -57,15 +58,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, url string) *fixture {
 	t.Helper()
-	db, _, err := server.OpenDB(context.Background(), url, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, url, t.TempDir())
 	f := &fixture{db: db, clock: &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}, term: server.Term{Rev: 1, Holder: "test"}}
 	f.svc = server.NewService(db, nil, server.WithClock(f.clock.Now))
 	f.claim(t, f.term)

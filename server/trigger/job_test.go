@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/internal/promtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -67,15 +68,7 @@ func newRig(t *testing.T, dialect string, prom *promtest.Server, src signal.Sour
 	if dialect == "postgres" {
 		url = pgtest.NewDatabase(t)
 	}
-	db, _, err := server.OpenDB(context.Background(), url, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := servertest.OpenDB(t, url, t.TempDir())
 	c := &clock{t: time.Now().UTC()}
 	core := server.NewService(db, nil, server.WithClock(c.Now))
 	plans := rollout.New(rollout.Config{Service: core, Sources: signal.Sources{Prometheus: src}})

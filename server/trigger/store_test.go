@@ -1,10 +1,10 @@
 package trigger
 
 import (
-	"context"
 	"errors"
 	"testing"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 )
 
@@ -13,15 +13,7 @@ import (
 // fails with a conflict instead of overwriting the first — a pause is
 // never lost to an evaluation that read the state before it.
 func TestStateWritesAreGuarded(t *testing.T) {
-	db, _, err := server.OpenDB(context.Background(), "", t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if s, err := db.DB(); err == nil {
-			s.Close()
-		}
-	})
+	db := servertest.OpenDB(t, "", t.TempDir())
 	r := &Rule{App: "checkout", Name: "cpu-high", SwitchName: "reco", Source: "fleet", Query: "instances{}", TriggerOp: Above, RecoverOp: Below,
 		TriggerFor: "0s", RecoverFor: "0s", Cooldown: "0s", MaxOn: "0s", MissingData: MissingHold, FlapMaxTransitions: 4, FlapWindow: "1h0m0s", Mode: ModeEnforce}
 	r.UpdatedAt, r.CreatedAt = t0, t0

@@ -11,8 +11,8 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
-	"github.com/switchyard-io/switchyard/server"
 )
 
 // TestHubStopJoins: the hub announces a change of a published value in
@@ -21,15 +21,7 @@ import (
 // still open.
 func TestHubStopJoins(t *testing.T) {
 	etcd := etcdtest.Start(t)
-	db, _, err := server.OpenDB(context.Background(), pgtest.NewDatabase(t), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if sqlDB, err := db.DB(); err == nil {
-			sqlDB.Close()
-		}
-	})
+	db := servertest.OpenDB(t, pgtest.NewDatabase(t), t.TempDir())
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
