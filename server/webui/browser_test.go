@@ -64,6 +64,8 @@ type session struct {
 	ctx    context.Context
 	base   string
 	clicks int
+	// retries counts the steps do ran again after a live refresh.
+	retries int
 }
 
 func newSession(t testing.TB, root context.Context, c *console.Console) *session {
@@ -77,31 +79,54 @@ func newSession(t testing.TB, root context.Context, c *console.Console) *session
 }
 
 // do runs steps with a timeout and fails the test on error. A live refresh
-// may swap a region between finding a node and clicking it; the steps are
-// then run again on the fresh DOM (at most three times).
+// may swap a region between finding a node and using it ("Could not find node
+// with given id"); the step that met the stale node is then tried again on the
+// fresh DOM, at most twice per call. Steps that already succeeded are never
+// run again, as a person does not click or type twice because the page
+// moved, so a retry changes neither the page nor the click count. Each retry
+// is logged with the step's name, so a slow live refresh shows in the log
+// rather than as a flake.
 func (s *session) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	s.t.Helper()
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
-		err = chromedp.Do(ctx, steps...)
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), "Could not find node with given id") {
-			break
+	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+	defer cancel()
+	retries := 0
+	for i := 0; i < len(steps); {
+		err := chromedp.Do(ctx, steps[i])
+		if err == nil {
+			i++
+			continue
 		}
-		time.Sleep(300 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Fatalf("%s: %v", what, err)
+		if !isStaleNode(err) || retries == 2 {
+			s.t.Fatalf("%s: step %d of %d: %v", what, i+1, len(steps), err)
+		}
+		retries++
+		s.retries++
+		s.t.Logf("browser retry: %s: step %d of %d met a node a live refresh replaced; trying it again (retry %d)", what, i+1, len(steps), retries)
+		select {
+		case <-ctx.Done():
+			s.t.Fatalf("%s: step %d of %d: %v", what, i+1, len(steps), ctx.Err())
+		case <-time.After(300 * time.Millisecond):
+		}
 	}
 }
 
-// click is a counted mouse click.
+// isStaleNode tells whether err is Chromium's answer for a node id that a
+// DOM update has invalidated.
+func isStaleNode(err error) bool {
+	return strings.Contains(err.Error(), "Could not find node with given id")
+}
+
+// click is a counted mouse click. It counts only a click that happened: a
+// click that failed (its node went stale before the mouse event) is not
+// counted, and do never repeats a click that succeeded.
 func (s *session) click(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		if _, err := chromedp.Click(chromedp.CSS(sel))(ctx, t); err != nil {
+			return err
+		}
 		s.clicks++
-		_, err := chromedp.Click(chromedp.CSS(sel))(ctx, t)
-		return err
+		return nil
 	})
 }
 
@@ -337,7 +362,7 @@ func TestBrowser(t *testing.T) {
 			if op.clicks > 3 {
 				t.Errorf("%s took %d clicks, want ≤ 3", name, op.clicks)
 			}
-			t.Logf("%s on at 100 %% in %d clicks plus typing", name, op.clicks)
+			t.Logf("%s on at 100 %% in %d clicks plus typing (%d retried steps in this session so far)", name, op.clicks, op.retries)
 		}
 
 		// From the switch list: Turn on… on the row, the reason, Turn on,
