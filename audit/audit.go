@@ -13,6 +13,7 @@ package audit
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
 	"gorm.io/gorm"
 )
 
@@ -88,11 +90,27 @@ func (e *Event) computeHash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Append adds e to the chain inside tx, which must be the transaction of the
-// change being audited. It assigns ID, At (if zero), PrevHash and Hash.
-// Appends are serialized: on Postgres by a transaction-scoped advisory lock,
-// on SQLite by its single writer.
+// Append adds e to the chain and to the Merkle tree inside tx, which must
+// be the transaction of the change being audited. It assigns ID, At (if
+// zero), PrevHash and Hash. Appends are serialized: on Postgres by a
+// transaction-scoped advisory lock, on SQLite by its single writer.
 func Append(tx *gorm.DB, e *Event) error {
+	if err := AppendChain(tx, e); err != nil {
+		return err
+	}
+	err := addLeaf(tx, e)
+	if errors.Is(err, ErrTreeBehind) {
+		// Events written without the tree (before it existed): add them
+		// all, e included.
+		_, err = syncTree(tx)
+	}
+	return err
+}
+
+// AppendChain is Append without the tree: the event joins the hash chain
+// only. It is the baseline that measures the tree's cost; the next Append
+// (or SyncTree) adds the events it skipped to the tree.
+func AppendChain(tx *gorm.DB, e *Event) error {
 	if e.Actor == "" || e.Action == "" || e.Target == "" {
 		return errors.New("audit: actor, action and target are required")
 	}
@@ -158,22 +176,84 @@ type Result struct {
 	Events   int64     `json:"events"`
 	HeadHash string    `json:"head_hash"`
 	Mismatch *Mismatch `json:"mismatch,omitempty"`
+	// TreeRoot is the Merkle tree's root over the events (base64).
+	TreeRoot string `json:"tree_root,omitempty"`
+	// Checkpoints counts the stored checkpoints whose roots match the tree.
+	Checkpoints int `json:"checkpoints"`
+	// TreeMismatch says how the stored tree or a stored checkpoint
+	// disagrees with the chain.
+	TreeMismatch string `json:"tree_mismatch,omitempty"`
 }
 
-// OK reports whether the whole chain verified.
-func (r Result) OK() bool { return r.Mismatch == nil }
+// OK reports whether the chain, the tree and the checkpoints verified.
+func (r Result) OK() bool { return r.Mismatch == nil && r.TreeMismatch == "" }
+
+// Err is nil when r is OK, else the mismatch as an error.
+func (r Result) Err() error {
+	switch {
+	case r.Mismatch != nil:
+		return r.Mismatch
+	case r.TreeMismatch != "":
+		return fmt.Errorf("audit: tree: %s", r.TreeMismatch)
+	}
+	return nil
+}
 
 // Verify walks the chain from the first event and reports the first event
-// whose id, prev_hash or hash does not match. An error is returned only when
-// the database cannot be read.
+// whose id, prev_hash or hash does not match. When the chain holds, it
+// rebuilds the Merkle tree from the events and compares it with the stored
+// tree, and the root of every stored checkpoint with the tree's root at its
+// size. An error is returned only when the database cannot be read.
 func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
+	res, tree, err := verifyChain(ctx, db)
+	if err != nil || !res.OK() {
+		return res, err
+	}
+	root, err := tlog.TreeHash(tree.size, tree)
+	if err != nil {
+		return res, err
+	}
+	res.TreeRoot = base64.StdEncoding.EncodeToString(root[:])
+	if err := verifyTree(ctx, db, tree); err != nil {
+		if !errors.Is(err, errVerifyRead) {
+			res.TreeMismatch = err.Error()
+			return res, nil
+		}
+		return res, err
+	}
+	cps, err := Checkpoints(ctx, db)
+	if err != nil {
+		return res, err
+	}
+	for _, cp := range cps {
+		if cp.Size > tree.size {
+			res.TreeMismatch = fmt.Sprintf("checkpoint of size %d is beyond the log's %d events", cp.Size, tree.size)
+			return res, nil
+		}
+		h, err := tlog.TreeHash(cp.Size, tree)
+		if err != nil {
+			return res, err
+		}
+		if base64.StdEncoding.EncodeToString(h[:]) != cp.Root {
+			res.TreeMismatch = fmt.Sprintf("checkpoint of size %d has root %s, the events give %s", cp.Size, cp.Root, base64.StdEncoding.EncodeToString(h[:]))
+			return res, nil
+		}
+		res.Checkpoints++
+	}
+	return res, nil
+}
+
+// verifyChain is Verify's walk of the chain; it rebuilds the tree as it
+// goes.
+func verifyChain(ctx context.Context, db *gorm.DB) (Result, *memTree, error) {
 	res := Result{HeadHash: GenesisHash}
+	tree := &memTree{}
 	var prev Event
 	const page = 1000
 	for {
 		var batch []Event
 		if err := db.WithContext(ctx).Where("id > ?", prev.ID).Order("id").Limit(page).Find(&batch).Error; err != nil {
-			return res, fmt.Errorf("audit: verify: %w", err)
+			return res, nil, fmt.Errorf("audit: verify: %w", err)
 		}
 		for i := range batch {
 			e := &batch[i]
@@ -186,14 +266,21 @@ func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
 				res.Mismatch = &Mismatch{ID: e.ID, Reason: "content does not match its hash"}
 			}
 			if res.Mismatch != nil {
-				return res, nil
+				return res, tree, nil
+			}
+			data, err := LeafData(e)
+			if err == nil {
+				err = tree.add(data)
+			}
+			if err != nil {
+				return res, nil, err
 			}
 			res.Events++
 			res.HeadHash = e.Hash
 			prev = *e
 		}
 		if len(batch) < page {
-			return res, nil
+			return res, tree, nil
 		}
 	}
 }

@@ -176,9 +176,10 @@ Flags:
 	if err != nil {
 		return err
 	}
-	if !res.OK() {
-		return res.Mismatch
+	if err := res.Err(); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "audit chain ok: %d events, head %s\n", res.Events, res.HeadHash)
+	fmt.Fprintf(stdout, "audit tree ok: root %s, %d checkpoints match\n", res.TreeRoot, res.Checkpoints)
 	return nil
 }

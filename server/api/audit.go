@@ -81,5 +81,6 @@ func (h *handler) verifyAudit(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"ok": res.OK(), "events": res.Events, "head_hash": res.HeadHash, "mismatch": res.Mismatch})
+	c.JSON(http.StatusOK, gin.H{"ok": res.OK(), "events": res.Events, "head_hash": res.HeadHash, "mismatch": res.Mismatch,
+		"tree_root": res.TreeRoot, "checkpoints": res.Checkpoints, "tree_mismatch": res.TreeMismatch})
 }
