@@ -168,4 +168,3 @@ func TestTreeTamperIsNamed(t *testing.T) {
 		t.Fatalf("Err: %v", err)
 	}
 }
-
