@@ -98,7 +98,11 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	}
 	ev := c.Actor.event(c.Action, target, c.Reason)
 	ev.At, ev.Before, ev.After = s.now(), jsonString(before), jsonString(after)
-	if err := audit.Append(tx, ev); err != nil {
+	appendEvent := audit.Append
+	if s.chainOnly {
+		appendEvent = audit.AppendChain
+	}
+	if err := appendEvent(tx, ev); err != nil {
 		return nil, err
 	}
 	if err := s.tellAutomation(tx, c); err != nil {

@@ -84,3 +84,68 @@ func (h *handler) verifyAudit(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"ok": res.OK(), "events": res.Events, "head_hash": res.HeadHash, "mismatch": res.Mismatch,
 		"tree_root": res.TreeRoot, "checkpoints": res.Checkpoints, "tree_mismatch": res.TreeMismatch})
 }
+
+// latestCheckpoint serves the newest signed checkpoint as the note itself
+// (text/plain), what witnesses verify; 404 before the first.
+func (h *handler) latestCheckpoint(c *gin.Context) {
+	cp, err := h.svc.LatestCheckpoint(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(cp.Note))
+}
+
+// listCheckpoints lists every signed checkpoint with the verifier key that
+// signed it, oldest first: what an offline verifier needs besides the
+// exported events.
+func (h *handler) listCheckpoints(c *gin.Context) {
+	cps, err := h.svc.AuditCheckpoints(c.Request.Context())
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"checkpoints": cps})
+}
+
+// inclusionProof proves event id is in the tree of size (default: the
+// latest checkpoint's).
+func (h *handler) inclusionProof(c *gin.Context) {
+	var v []*server.FieldError
+	id := queryInt(c, "id", 1<<62, &v)
+	size := queryInt(c, "size", 1<<62, &v)
+	if id == 0 && len(v) == 0 {
+		v = append(v, &server.FieldError{Field: "id", Msg: "is required: the event to prove"})
+	}
+	if len(v) > 0 {
+		fail(c, &server.ValidationError{Fields: v})
+		return
+	}
+	p, err := h.svc.ProveInclusion(c.Request.Context(), id, size)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, p)
+}
+
+// consistencyProof proves the tree of size to (default: the whole log)
+// extends the tree of size from.
+func (h *handler) consistencyProof(c *gin.Context) {
+	var v []*server.FieldError
+	from := queryInt(c, "from", 1<<62, &v)
+	to := queryInt(c, "to", 1<<62, &v)
+	if from == 0 && len(v) == 0 {
+		v = append(v, &server.FieldError{Field: "from", Msg: "is required: the size of the older tree"})
+	}
+	if len(v) > 0 {
+		fail(c, &server.ValidationError{Fields: v})
+		return
+	}
+	p, err := h.svc.ProveConsistency(c.Request.Context(), from, to)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, p)
+}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,6 +69,16 @@ type Config struct {
 	// TriggerInterval is how often the leader evaluates every auto-trigger
 	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
 	TriggerInterval time.Duration
+	// AuditKeyFile is the audit checkpoint signing key, a file outside the
+	// database and etcd (--audit-key-file / SWITCHYARD_AUDIT_KEY_FILE;
+	// default <data-dir>/audit-signing.key, generated on the embedded
+	// defaults when missing). CheckpointEvents and CheckpointInterval: the
+	// leader signs a checkpoint once the log grew by that many events, or
+	// grew at all and that long passed (--checkpoint-events,
+	// --checkpoint-interval and their SWITCHYARD_* twins).
+	AuditKeyFile       string
+	CheckpointEvents   int64
+	CheckpointInterval time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -90,6 +101,8 @@ func DefaultConfig() Config {
 		ExpiryEscalateAfter: 4 * time.Hour,
 		NotifyTimeout:       5 * time.Second,
 		TriggerInterval:     trigger.DefaultInterval,
+		CheckpointEvents:    100,
+		CheckpointInterval:  10 * time.Minute,
 	}
 }
 
@@ -127,6 +140,9 @@ func (c *Config) settings() []setting {
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
 		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
+		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile)},
+		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents)},
+		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval)},
 	}
 }
 
@@ -186,6 +202,7 @@ func (c *Config) prometheus() signal.PrometheusConfig {
 type (
 	stringValue   string
 	durationValue time.Duration
+	int64Value    int64
 	listValue     []string
 )
 
@@ -201,6 +218,16 @@ func (v *durationValue) Set(s string) error {
 	return nil
 }
 func (v *durationValue) String() string { return time.Duration(*v).String() }
+
+func (v *int64Value) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return err
+	}
+	*v = int64Value(n)
+	return nil
+}
+func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
 
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
@@ -256,6 +283,12 @@ func (c *Config) Validate() error {
 	}
 	if c.NotifyTimeout < time.Second || c.NotifyTimeout > time.Minute {
 		bad("notify-timeout", "must be between 1s and 1m")
+	}
+	if c.CheckpointEvents < 1 || c.CheckpointEvents > 1_000_000 {
+		bad("checkpoint-events", "must be between 1 and 1000000")
+	}
+	if c.CheckpointInterval < time.Second || c.CheckpointInterval > 24*time.Hour {
+		bad("checkpoint-interval", "must be between 1s and 24h")
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")

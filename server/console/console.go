@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/backoff"
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
@@ -48,6 +49,8 @@ type Console struct {
 	Etcd    *clientv3.Client
 	DB      *gorm.DB
 	Engine  *gin.Engine
+	// AuditKey signs the audit log's checkpoints (nil: no key, none signed).
+	AuditKey *audit.Key
 	// GeneratedToken is the bootstrap admin token generated at this start,
 	// or "" when one was configured or already existed.
 	GeneratedToken string
@@ -72,6 +75,8 @@ type options struct {
 	web  webui.Options
 	jobs []func(*Console) lead.Job
 	now  func() time.Time
+	// chainOnly: audit events skip the Merkle tree (WithoutAuditTree).
+	chainOnly bool
 }
 
 // WithWebUI sets the web UI's options.
@@ -82,6 +87,10 @@ func WithWebUI(o webui.Options) Option { return func(x *options) { x.web = o } }
 func WithJob(job func(*Console) lead.Job) Option {
 	return func(x *options) { x.jobs = append(x.jobs, job) }
 }
+
+// WithoutAuditTree appends audit events to the hash chain only: the
+// baseline of BenchmarkFlip's tree comparison (server.WithoutAuditTree).
+func WithoutAuditTree() Option { return func(x *options) { x.chainOnly = true } }
 
 // WithClock sets the clock the service and the leader jobs read.
 func WithClock(now func() time.Time) Option { return func(x *options) { x.now = now } }
@@ -163,7 +172,11 @@ func (c *Console) open(ctx context.Context) error {
 	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
 		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: c.log, Metrics: metrics,
 	})
-	c.Service = server.NewService(c.DB, c.Publisher, server.WithClock(c.opts.now))
+	svcOpts := []server.ServiceOption{server.WithClock(c.opts.now)}
+	if c.opts.chainOnly {
+		svcOpts = append(svcOpts, server.WithoutAuditTree())
+	}
+	c.Service = server.NewService(c.DB, c.Publisher, svcOpts...)
 	if c.GeneratedToken, err = c.Service.EnsureBootstrapToken(ctx, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("console: bootstrap token: %w", err)
 	}
@@ -208,6 +221,9 @@ func (c *Console) open(ctx context.Context) error {
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
 	apiDomains, webDomains, err := c.wireDomains()
 	if err != nil {
+		return err
+	}
+	if err := c.startCheckpoints(ctx); err != nil {
 		return err
 	}
 	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Fleet: c.Fleet, Namespace: cfg.Namespace, Registry: reg, Logger: c.log, Domains: apiDomains})

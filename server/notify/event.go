@@ -35,6 +35,9 @@ const (
 	FindingOpened    Kind = "finding.opened"
 	FindingResolved  Kind = "finding.resolved"
 	ChannelTest      Kind = "channel.test"
+	// AuditCheckpoint carries each signed checkpoint of the audit log, so
+	// receivers keep copies the console cannot take back.
+	AuditCheckpoint Kind = "audit.checkpoint"
 )
 
 // Kinds lists every event kind.
@@ -43,7 +46,7 @@ var Kinds = []Kind{
 	DrillPassed, DrillFailed, DrillInterrupted,
 	RolloutPaused, RolloutReverted, RolloutDone,
 	ExpiryReminder, ExpiryEscalation, ExpiryTurnedOff,
-	FindingOpened, FindingResolved, ChannelTest,
+	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint,
 }
 
 // Valid reports whether k is a known kind.
