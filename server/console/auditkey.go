@@ -50,4 +50,3 @@ func (c *Console) startCheckpoints(ctx context.Context) error {
 	}))
 	return nil
 }
-
