@@ -90,6 +90,11 @@ func (e *Event) computeHash() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// ContentHash is the hash e's content gives (what Hash must be). Tools
+// that check an exported log, and tamper tests that play a database writer
+// recomputing the chain, use it.
+func (e *Event) ContentHash() string { return e.computeHash() }
+
 // Append adds e to the chain and to the Merkle tree inside tx, which must
 // be the transaction of the change being audited. It assigns ID, At (if
 // zero), PrevHash and Hash. Appends are serialized: on Postgres by a

@@ -5,6 +5,8 @@
 //	console                                  serve (flags: console -h)
 //	console audit verify                     verify the audit hash chain
 //	console audit export --format jsonl|csv  write the audit log to stdout
+//	console audit witness --url … --state FILE --key PUBKEY
+//	                                         check the log's latest checkpoint from outside
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/audit/witness"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -90,6 +93,7 @@ func writeUsage(w io.Writer, fs *flag.FlagSet, cfg console.Config) {
   console [flags]                   serve the JSON API, the web console and the leader's jobs
   console audit verify [flags]      verify the audit log's hash chain
   console audit export [flags]      write the audit log to stdout (--format jsonl|csv)
+  console audit witness [flags]     check a console's latest audit checkpoint against the last one seen
 
 With no flags the console embeds etcd and SQLite in ./data and listens on
 127.0.0.1:8080. Every flag has the SWITCHYARD_* environment variable named
@@ -119,12 +123,26 @@ func auditCommand(cfg console.Config, args []string, stdout io.Writer) error {
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs, "database-url", "data-dir")
 	format := fs.String("format", audit.FormatJSONL, "export `format`: jsonl or csv (export only)")
+	var wcfg witness.Config
+	fs.StringVar(&wcfg.URL, "url", "", "the console's base `URL` (witness only)")
+	fs.StringVar(&wcfg.StateFile, "state", "", "`file` keeping the last checkpoint the witness accepted (witness only)")
+	fs.Func("key", "trusted public `key` of the console's checkpoints, name+hash+base64; repeat it for the keys before a rotation (witness only)", func(k string) error {
+		wcfg.Keys = append(wcfg.Keys, k)
+		return nil
+	})
+	tokenFile := fs.String("token-file", "", "`file` holding an API token, any role; else $SWITCHYARD_TOKEN (witness only)")
 	usage := func() {
 		fmt.Fprint(stdout, `Usage:
-  console audit verify [flags]   verify the audit log's hash chain; exits 1 at the first event that does not match
+  console audit verify [flags]   verify the audit log's hash chain, its Merkle tree and the stored
+                                 checkpoints' roots; exits 1 at the first thing that does not match
   console audit export [flags]   write the audit log to stdout
+  console audit witness [flags]  fetch a console's latest signed checkpoint, verify its signature
+                                 (--key) and that it extends the one in --state, then keep it there;
+                                 exits 1 with one line naming a bad signature, a truncated or
+                                 rewritten log (consistency) or two roots for one size (split view)
 
-Both read the console's database: --database-url, or the SQLite file in --data-dir.
+verify and export read the console's database: --database-url, or the SQLite file in --data-dir.
+witness asks the console's API (--url) and needs no access to its database.
 
 Flags:
 `)
@@ -138,17 +156,17 @@ Flags:
 		return err
 	}
 	if len(args) == 0 {
-		return errors.New("audit: name a command, verify or export (see console audit -h)")
+		return errors.New("audit: name a command, verify, export or witness (see console audit -h)")
 	}
 	cmd := args[0]
 	if strings.HasPrefix(cmd, "-") { // flags before the command: only -h makes sense
 		if err := parse(args); err != nil {
 			return usageError(err, "console audit -h")
 		}
-		return errors.New("audit: name a command, verify or export (see console audit -h)")
+		return errors.New("audit: name a command, verify, export or witness (see console audit -h)")
 	}
-	if cmd != "verify" && cmd != "export" {
-		return fmt.Errorf("audit: unknown command %q: verify or export (see console audit -h)", cmd)
+	if cmd != "verify" && cmd != "export" && cmd != "witness" {
+		return fmt.Errorf("audit: unknown command %q: verify, export or witness (see console audit -h)", cmd)
 	}
 	if err := parse(args[1:]); err != nil {
 		return usageError(err, "console audit -h")
@@ -157,6 +175,9 @@ Flags:
 		return fmt.Errorf("audit %s: unexpected argument %q (see console audit -h)", cmd, fs.Arg(0))
 	}
 	ctx := context.Background()
+	if cmd == "witness" {
+		return witnessCommand(ctx, wcfg, *tokenFile, stdout)
+	}
 	if cfg.DatabaseURL == "" {
 		// Opening a missing SQLite file would create an empty log that
 		// verifies: a wrong --data-dir must not look like a clean chain.
@@ -181,5 +202,35 @@ Flags:
 	}
 	fmt.Fprintf(stdout, "audit chain ok: %d events, head %s\n", res.Events, res.HeadHash)
 	fmt.Fprintf(stdout, "audit tree ok: root %s, %d checkpoints match\n", res.TreeRoot, res.Checkpoints)
+	return nil
+}
+
+// witnessCommand runs one witness check (audit/witness) and prints what it
+// accepted; a refusal is the command's one-line error.
+func witnessCommand(ctx context.Context, cfg witness.Config, tokenFile string, stdout io.Writer) error {
+	if cfg.URL == "" || cfg.StateFile == "" || len(cfg.Keys) == 0 {
+		return errors.New("audit witness: --url, --state and --key are required (see console audit -h)")
+	}
+	cfg.Token = os.Getenv("SWITCHYARD_TOKEN")
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return fmt.Errorf("audit witness: --token-file: %w", err)
+		}
+		cfg.Token = strings.TrimSpace(string(b))
+	}
+	res, err := witness.Run(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("audit witness: %w", err)
+	}
+	cp := res.Checkpoint
+	switch {
+	case res.Previous == nil:
+		fmt.Fprintf(stdout, "audit witness ok: first checkpoint of %s kept: %d events, root %s\n", cp.Origin, cp.Size, cp.Root)
+	case res.Previous.Size == cp.Size:
+		fmt.Fprintf(stdout, "audit witness ok: %s unchanged: %d events, root %s\n", cp.Origin, cp.Size, cp.Root)
+	default:
+		fmt.Fprintf(stdout, "audit witness ok: %s grew from %d to %d events consistently, root %s\n", cp.Origin, res.Previous.Size, cp.Size, cp.Root)
+	}
 	return nil
 }

@@ -350,7 +350,7 @@ func TestHelp(t *testing.T) {
 	var want []string
 	want = append(want, vars...)
 	fs.VisitAll(func(f *flag.Flag) { want = append(want, "--"+f.Name+" ") })
-	want = append(want, "console audit verify", "console audit export")
+	want = append(want, "console audit verify", "console audit export", "console audit witness")
 	for _, w := range want {
 		if !strings.Contains(out, w) {
 			t.Errorf("console -h lacks %q", w)
@@ -364,7 +364,7 @@ func TestHelp(t *testing.T) {
 	}
 	for _, args := range [][]string{{"audit", "-h"}, {"audit", "verify", "-h"}, {"audit", "export", "--help"}} {
 		out := help(t, args...)
-		for _, w := range []string{"verify", "export", "--database-url", "--data-dir", "--format", "SWITCHYARD_DATABASE_URL"} {
+		for _, w := range []string{"verify", "export", "witness", "--database-url", "--data-dir", "--format", "SWITCHYARD_DATABASE_URL", "--url", "--state", "--key", "--token-file"} {
 			if !strings.Contains(out, w) {
 				t.Errorf("console %s lacks %q:\n%s", strings.Join(args, " "), w, out)
 			}
@@ -381,7 +381,8 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{[]string{"--lisen", "x"}, "see console -h"},
 		{[]string{"serve"}, `unexpected argument "serve"`},
-		{[]string{"audit"}, "verify or export"},
+		{[]string{"audit"}, "verify, export or witness"},
+		{[]string{"audit", "witness", "--url", "http://127.0.0.1:1"}, "--url, --state and --key are required"},
 		{[]string{"audit", "verfiy"}, `unknown command "verfiy"`},
 		{[]string{"audit", "export", "--bogus"}, "see console audit -h"},
 	} {
