@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"sync"
 
 	"golang.org/x/mod/sumdb/tlog"
 	"gorm.io/gorm"
@@ -76,7 +78,8 @@ func addLeaf(tx *gorm.DB, e *Event) error {
 		return err
 	}
 	n := e.ID - 1
-	hashes, err := tlog.StoredHashes(n, data, hashReader{tx})
+	r := lastEdge.reader(tx, e.PrevHash, n)
+	hashes, err := tlog.StoredHashes(n, data, r)
 	if err != nil {
 		return err
 	}
@@ -84,11 +87,89 @@ func addLeaf(tx *gorm.DB, e *Event) error {
 	rows := make([]treeNode, len(hashes))
 	for i, h := range hashes {
 		rows[i] = treeNode{Idx: first + int64(i), Hash: h[:]}
+		r.known[first+int64(i)] = h
 	}
 	if err := tx.Create(&rows).Error; err != nil {
 		return fmt.Errorf("audit: store tree hashes: %w", err)
 	}
+	lastEdge.keep(e.Hash, n+1, r.known)
 	return nil
+}
+
+// rightEdge remembers the tree's right edge after this process's last
+// append: the roots of the complete subtrees of its size, which are all the
+// stored hashes the next leaf needs (tlog.StoredHashes). It saves the
+// append a read of the tree. It is keyed by the hash of the last event,
+// which fixes every event before it (the chain), so it cannot answer for
+// another log: an append after another console's, or after a rolled-back
+// one, finds another prev_hash and reads the database.
+type rightEdge struct {
+	mu     sync.Mutex
+	head   string // hash of the event whose leaf was added last
+	size   int64
+	hashes map[int64]tlog.Hash
+}
+
+var lastEdge rightEdge
+
+// reader is the hash reader of the append of leaf n after the event whose
+// hash is prev: the remembered edge when it is that event's, else the
+// database.
+func (re *rightEdge) reader(tx *gorm.DB, prev string, n int64) *edgeReader {
+	r := &edgeReader{db: hashReader{tx}, known: map[int64]tlog.Hash{}}
+	re.mu.Lock()
+	defer re.mu.Unlock()
+	if re.head == prev && re.size == n {
+		maps.Copy(r.known, re.hashes)
+	}
+	return r
+}
+
+// keep remembers the edge of the tree of size events whose last is head,
+// from the hashes known while appending it.
+func (re *rightEdge) keep(head string, size int64, known map[int64]tlog.Hash) {
+	edge := map[int64]tlog.Hash{}
+	for level := 0; size>>level > 0; level++ {
+		if (size>>level)&1 == 1 {
+			idx := tlog.StoredHashIndex(level, size>>level-1)
+			if h, ok := known[idx]; ok {
+				edge[idx] = h
+			}
+		}
+	}
+	re.mu.Lock()
+	defer re.mu.Unlock()
+	re.head, re.size, re.hashes = head, size, edge
+}
+
+// edgeReader answers from the known hashes and reads the rest from the
+// database, remembering them.
+type edgeReader struct {
+	db    hashReader
+	known map[int64]tlog.Hash
+}
+
+func (r *edgeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	var missing []int64
+	for _, idx := range indexes {
+		if _, ok := r.known[idx]; !ok {
+			missing = append(missing, idx)
+		}
+	}
+	if len(missing) > 0 {
+		read, err := r.db.ReadHashes(missing)
+		if err != nil {
+			return nil, err
+		}
+		for i, idx := range missing {
+			r.known[idx] = read[i]
+		}
+	}
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		out[i] = r.known[idx]
+	}
+	return out, nil
 }
 
 // SyncTree adds to the tree every event it lacks (a database whose events
