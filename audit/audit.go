@@ -210,84 +210,109 @@ func (r Result) Err() error {
 // tree, and the root of every stored checkpoint with the tree's root at its
 // size. An error is returned only when the database cannot be read.
 func Verify(ctx context.Context, db *gorm.DB) (Result, error) {
-	res, tree, err := verifyChain(ctx, db)
-	if err != nil || !res.OK() {
-		return res, err
-	}
-	root, err := tlog.TreeHash(tree.size, tree)
-	if err != nil {
-		return res, err
-	}
-	res.TreeRoot = base64.StdEncoding.EncodeToString(root[:])
-	if err := verifyTree(ctx, db, tree); err != nil {
-		if !errors.Is(err, errVerifyRead) {
-			res.TreeMismatch = err.Error()
-			return res, nil
-		}
-		return res, err
-	}
-	cps, err := Checkpoints(ctx, db)
-	if err != nil {
-		return res, err
-	}
-	for _, cp := range cps {
-		if cp.Size > tree.size {
-			res.TreeMismatch = fmt.Sprintf("checkpoint of size %d is beyond the log's %d events", cp.Size, tree.size)
-			return res, nil
-		}
-		h, err := tlog.TreeHash(cp.Size, tree)
-		if err != nil {
-			return res, err
-		}
-		if base64.StdEncoding.EncodeToString(h[:]) != cp.Root {
-			res.TreeMismatch = fmt.Sprintf("checkpoint of size %d has root %s, the events give %s", cp.Size, cp.Root, base64.StdEncoding.EncodeToString(h[:]))
-			return res, nil
-		}
-		res.Checkpoints++
-	}
-	return res, nil
-}
-
-// verifyChain is Verify's walk of the chain; it rebuilds the tree as it
-// goes.
-func verifyChain(ctx context.Context, db *gorm.DB) (Result, *memTree, error) {
-	res := Result{HeadHash: GenesisHash}
-	tree := &memTree{}
-	var prev Event
+	c := newChainCheck()
 	const page = 1000
 	for {
 		var batch []Event
-		if err := db.WithContext(ctx).Where("id > ?", prev.ID).Order("id").Limit(page).Find(&batch).Error; err != nil {
-			return res, nil, fmt.Errorf("audit: verify: %w", err)
+		if err := db.WithContext(ctx).Where("id > ?", c.prevID).Order("id").Limit(page).Find(&batch).Error; err != nil {
+			return c.res, fmt.Errorf("audit: verify: %w", err)
 		}
 		for i := range batch {
-			e := &batch[i]
-			switch {
-			case e.ID != prev.ID+1:
-				res.Mismatch = &Mismatch{ID: e.ID, Reason: fmt.Sprintf("expected id %d: an event is missing", prev.ID+1)}
-			case e.PrevHash != res.HeadHash:
-				res.Mismatch = &Mismatch{ID: e.ID, Reason: "prev_hash does not match the previous event"}
-			case e.computeHash() != e.Hash:
-				res.Mismatch = &Mismatch{ID: e.ID, Reason: "content does not match its hash"}
+			if ok, err := c.add(&batch[i]); !ok || err != nil {
+				return c.res, err
 			}
-			if res.Mismatch != nil {
-				return res, tree, nil
-			}
-			data, err := LeafData(e)
-			if err == nil {
-				err = tree.add(data)
-			}
-			if err != nil {
-				return res, nil, err
-			}
-			res.Events++
-			res.HeadHash = e.Hash
-			prev = *e
 		}
 		if len(batch) < page {
-			return res, tree, nil
+			break
 		}
 	}
+	if err := c.finish(); err != nil {
+		return c.res, err
+	}
+	if err := verifyTree(ctx, db, &c.tree); err != nil {
+		if !errors.Is(err, errVerifyRead) {
+			c.res.TreeMismatch = err.Error()
+			return c.res, nil
+		}
+		return c.res, err
+	}
+	cps, err := Checkpoints(ctx, db)
+	if err != nil {
+		return c.res, err
+	}
+	for _, cp := range cps {
+		if ok, err := c.checkpoint(cp.Size, cp.Root); !ok || err != nil {
+			return c.res, err
+		}
+	}
+	return c.res, nil
+}
+
+// chainCheck verifies events one at a time in chain order and rebuilds
+// the Merkle tree from them: Verify reads them from the database,
+// VerifyBundle from an export.
+type chainCheck struct {
+	res    Result
+	tree   memTree
+	prevID int64
+}
+
+func newChainCheck() *chainCheck { return &chainCheck{res: Result{HeadHash: GenesisHash}} }
+
+// add checks that e continues the chain; false (with res.Mismatch set)
+// when it does not.
+func (c *chainCheck) add(e *Event) (bool, error) {
+	switch {
+	case e.ID != c.prevID+1:
+		c.res.Mismatch = &Mismatch{ID: e.ID, Reason: fmt.Sprintf("expected id %d: an event is missing", c.prevID+1)}
+	case e.PrevHash != c.res.HeadHash:
+		c.res.Mismatch = &Mismatch{ID: e.ID, Reason: "prev_hash does not match the previous event"}
+	case e.computeHash() != e.Hash:
+		c.res.Mismatch = &Mismatch{ID: e.ID, Reason: "content does not match its hash"}
+	}
+	if c.res.Mismatch != nil {
+		return false, nil
+	}
+	data, err := LeafData(e)
+	if err == nil {
+		err = c.tree.add(data)
+	}
+	if err != nil {
+		return false, err
+	}
+	c.res.Events++
+	c.res.HeadHash = e.Hash
+	c.prevID = e.ID
+	return true, nil
+}
+
+// finish records the rebuilt tree's root.
+func (c *chainCheck) finish() error {
+	root, err := tlog.TreeHash(c.tree.size, &c.tree)
+	if err != nil {
+		return err
+	}
+	c.res.TreeRoot = base64.StdEncoding.EncodeToString(root[:])
+	return nil
+}
+
+// checkpoint compares a checkpoint's root (base64) with the rebuilt tree's
+// at its size; false (with res.TreeMismatch set) when they differ.
+func (c *chainCheck) checkpoint(size int64, root string) (bool, error) {
+	if size > c.tree.size {
+		c.res.TreeMismatch = fmt.Sprintf("checkpoint of size %d is beyond the log's %d events", size, c.tree.size)
+		return false, nil
+	}
+	h, err := tlog.TreeHash(size, &c.tree)
+	if err != nil {
+		return false, err
+	}
+	if got := base64.StdEncoding.EncodeToString(h[:]); got != root {
+		c.res.TreeMismatch = fmt.Sprintf("checkpoint of size %d has root %s, the events give %s", size, root, got)
+		return false, nil
+	}
+	c.res.Checkpoints++
+	return true, nil
 }
 
 // Filter selects events for List and Export. Zero fields match everything.

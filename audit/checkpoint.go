@@ -67,6 +67,23 @@ func OpenCheckpoint(msg []byte, known note.Verifiers) (Checkpoint, error) {
 	return ParseCheckpoint(n.Text)
 }
 
+// Verifiers parses trusted verifier keys ("name+hash+base64"), as
+// witnesses and offline verifiers are given them.
+func Verifiers(keys []string) (note.Verifiers, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("audit: no trusted key: pass the console's public key (--key)")
+	}
+	list := make([]note.Verifier, 0, len(keys))
+	for _, k := range keys {
+		v, err := note.NewVerifier(strings.TrimSpace(k))
+		if err != nil {
+			return nil, fmt.Errorf("audit: key %q: %w", k, err)
+		}
+		list = append(list, v)
+	}
+	return note.VerifierList(list...), nil
+}
+
 // Key is the console's checkpoint signing key and its public verifier key
 // ("name+hash+base64", what witnesses pass as --key).
 type Key struct {

@@ -1,13 +1,18 @@
 package audit_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 	"gorm.io/gorm"
 
@@ -167,4 +172,69 @@ func TestTreeTamperIsNamed(t *testing.T) {
 	if err := res.Err(); err == nil || !strings.Contains(err.Error(), "audit: tree: stored hash 2") {
 		t.Fatalf("Err: %v", err)
 	}
+}
+
+// TestBundleVerifiesOffline: a bundle export (events and signed
+// checkpoints) verifies with the console's public key and nothing else; an
+// edited event, a checkpoint under another key or a bundle without
+// checkpoints fails. A checkpoint is signed only when the log grew.
+func TestBundleVerifiesOffline(t *testing.T) {
+	eachDB(t, func(t *testing.T, db *gorm.DB) {
+		ctx := context.Background()
+		key, err := audit.GenerateKeyFile(filepath.Join(t.TempDir(), "k"), audit.Origin("prod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sign := func() *audit.StoredCheckpoint {
+			var cp *audit.StoredCheckpoint
+			if err := db.Transaction(func(tx *gorm.DB) (err error) {
+				cp, err = audit.SignCheckpoint(tx, key, audit.Origin("prod"), time.Now())
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return cp
+		}
+		appendN(t, db, 5)
+		if cp := sign(); cp == nil || cp.Size != 5 || cp.Key != key.Verifier {
+			t.Fatalf("checkpoint: %+v", cp)
+		}
+		if cp := sign(); cp != nil {
+			t.Fatalf("a checkpoint of an unchanged log: %+v", cp)
+		}
+		appendN(t, db, 4)
+		sign()
+		if res, err := audit.Verify(ctx, db); err != nil || !res.OK() || res.Checkpoints != 2 {
+			t.Fatalf("verify with checkpoints: %+v %v", res, err)
+		}
+		var buf bytes.Buffer
+		if err := audit.Export(ctx, db, &buf, audit.FormatBundle, audit.Filter{}); err != nil {
+			t.Fatal(err)
+		}
+		known, err := audit.Verifiers([]string{key.Verifier})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := audit.VerifyBundle(bytes.NewReader(buf.Bytes()), known)
+		if err != nil || !res.OK() || res.Events != 9 || res.Checkpoints != 2 {
+			t.Fatalf("bundle: %+v %v", res, err)
+		}
+		edited := strings.Replace(buf.String(), `"reason":"incident"`, `"reason":"routine"`, 1)
+		if res, _ := audit.VerifyBundle(strings.NewReader(edited), known); res.Mismatch == nil || res.Mismatch.ID != 1 {
+			t.Fatalf("edited bundle: %+v", res)
+		}
+		_, other, _ := note.GenerateKey(rand.Reader, audit.Origin("prod"))
+		otherKnown, _ := audit.Verifiers([]string{other})
+		if res, _ := audit.VerifyBundle(bytes.NewReader(buf.Bytes()), otherKnown); !strings.Contains(res.TreeMismatch, "checkpoint of size 5") {
+			t.Fatalf("bundle under another key: %+v", res)
+		}
+		var events bytes.Buffer
+		audit.Export(ctx, db, &events, audit.FormatJSONL, audit.Filter{})
+		if res, _ := audit.VerifyBundle(&events, known); !strings.Contains(res.TreeMismatch, "no signed checkpoint") {
+			t.Fatalf("events without checkpoints: %+v", res)
+		}
+		if err := audit.Export(ctx, db, &buf, audit.FormatBundle, audit.Filter{Actor: "x"}); err == nil {
+			t.Fatal("a filtered bundle was written")
+		}
+	})
 }

@@ -53,7 +53,7 @@ type Result struct {
 // *audit.WitnessError and leaves the state as it was.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	var res Result
-	known, err := verifiers(cfg.Keys)
+	known, err := audit.Verifiers(cfg.Keys)
 	if err != nil {
 		return res, err
 	}
@@ -87,22 +87,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, nil // nothing new to keep
 	}
 	return res, audit.WriteFileAtomic(cfg.StateFile, msg, 0o644)
-}
-
-// verifiers parses the trusted keys.
-func verifiers(keys []string) (note.Verifiers, error) {
-	if len(keys) == 0 {
-		return nil, errors.New("witness: no trusted key: pass the console's public key (--key)")
-	}
-	var list []note.Verifier
-	for _, k := range keys {
-		v, err := note.NewVerifier(strings.TrimSpace(k))
-		if err != nil {
-			return nil, fmt.Errorf("witness: key %q: %w", k, err)
-		}
-		list = append(list, v)
-	}
-	return note.VerifierList(list...), nil
 }
 
 // loadState reads the last accepted checkpoint; none on the first run. The
