@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/sdk"
@@ -279,6 +282,12 @@ func TestBinaryStartFailures(t *testing.T) {
 		{"bad configuration", func(t *testing.T, args []string) []string {
 			return append(args, "--namespace", "Prod!")
 		}, []string{"namespace"}},
+		{"audit key file missing", func(t *testing.T, args []string) []string {
+			return append(args, "--audit-key-file", filepath.Join(t.TempDir(), "nope.key"))
+		}, []string{"nope.key", "--audit-key-file or SWITCHYARD_AUDIT_KEY_FILE"}},
+		{"no checkpoints", func(t *testing.T, args []string) []string {
+			return append(args, "--checkpoint-events", "0")
+		}, []string{"--checkpoint-events or SWITCHYARD_CHECKPOINT_EVENTS"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -403,5 +412,70 @@ func TestAuditNeedsExistingDatabase(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the data dir was created: %v", err)
+	}
+}
+
+// TestBinaryWitness: a console on its embedded defaults generates its
+// audit signing key and signs a checkpoint; `audit witness` with its public
+// key accepts it (exit 0) and, given another key, refuses with one line
+// (exit 1); the bundle export verifies offline with the key.
+func TestBinaryWitness(t *testing.T) {
+	args, listen, _ := embeddedArgs(t)
+	data := args[1]
+	r := start(t, args)
+	token := tokenRE.FindString(r.out.String())
+	req, _ := http.NewRequest("POST", "http://"+listen+"/api/v1/apps/demo/switches", strings.NewReader(`{"name":"s","level":"L3","reason":"smoke"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create: %v %v", resp, err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", "http://"+listen+"/api/v1/audit/checkpoint", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && strings.Contains(string(body), "\n2\n") {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint of 2 events")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pub, err := os.ReadFile(filepath.Join(data, "audit-signing.key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	witness := []string{"audit", "witness", "--url", "http://" + listen, "--state", state}
+	cmd := exec.Command(bin, append(witness, "--key", strings.TrimSpace(string(pub)))...)
+	cmd.Env = append(os.Environ(), "SWITCHYARD_TOKEN="+token)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "first checkpoint of switchyard/default/audit kept: 2 events") {
+		t.Fatalf("witness: %v\n%s", err, out)
+	}
+	_, other, err := note.GenerateKey(rand.Reader, "switchyard/default/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg := fails(t, append(witness, "--key", other), "SWITCHYARD_TOKEN="+token); !strings.Contains(msg, "signature: the checkpoint is not signed by a trusted key") {
+		t.Fatalf("witness with another key: %s", msg)
+	}
+	r.stop(t)
+	bundle, err := exec.Command(bin, "audit", "export", "--format", "bundle", "--data-dir", data).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "audit.bundle")
+	if err := os.WriteFile(file, bundle, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bin, "audit", "verify", "--bundle", file, "--key", strings.TrimSpace(string(pub))).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "audit chain ok: 2 events") || !strings.Contains(string(out), "checkpoints match") {
+		t.Fatalf("verify --bundle: %v\n%s", err, out)
 	}
 }
