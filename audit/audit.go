@@ -7,6 +7,12 @@
 // refuses UPDATE, DELETE (and on Postgres TRUNCATE) on the table with
 // triggers as a second line of defence.
 //
+// Beside the chain, every event is a leaf of an RFC 6962 Merkle tree
+// (tree.go) appended in the same transaction; signed checkpoints of the
+// tree (checkpoint.go) and the proofs between them let a witness outside
+// the console (Witness, package witness) detect a log rewritten, truncated
+// or forked by someone who can write the database. See docs/audit.md.
+//
 // The package knows nothing about HTTP or etcd; it needs a *gorm.DB.
 package audit
 
