@@ -238,3 +238,51 @@ func TestBundleVerifiesOffline(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyRotation: after the signing key is replaced, every stored
+// checkpoint still verifies with the key stored beside it, and a bundle
+// verifies with the old and the new public key together.
+func TestKeyRotation(t *testing.T) {
+	db := servertest.OpenDB(t, "", t.TempDir())
+	dir := t.TempDir()
+	origin := audit.Origin("prod")
+	oldKey, err := audit.GenerateKeyFile(filepath.Join(dir, "old"), origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newKey, err := audit.GenerateKeyFile(filepath.Join(dir, "new"), origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []*audit.Key{oldKey, newKey} {
+		appendN(t, db, 3)
+		if err := db.Transaction(func(tx *gorm.DB) error {
+			_, err := audit.SignCheckpoint(tx, k, origin, time.Now())
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cps, err := audit.Checkpoints(context.Background(), db)
+	if err != nil || len(cps) != 2 || cps[0].Key != oldKey.Verifier || cps[1].Key != newKey.Verifier {
+		t.Fatalf("checkpoints: %+v %v", cps, err)
+	}
+	for _, cp := range cps {
+		known, _ := audit.Verifiers([]string{cp.Key})
+		if c, err := audit.OpenCheckpoint([]byte(cp.Note), known); err != nil || c.Size != cp.Size {
+			t.Fatalf("checkpoint %d with its stored key: %v", cp.Size, err)
+		}
+	}
+	var buf bytes.Buffer
+	if err := audit.Export(context.Background(), db, &buf, audit.FormatBundle, audit.Filter{}); err != nil {
+		t.Fatal(err)
+	}
+	both, _ := audit.Verifiers([]string{oldKey.Verifier, newKey.Verifier})
+	if res, err := audit.VerifyBundle(bytes.NewReader(buf.Bytes()), both); err != nil || !res.OK() || res.Checkpoints != 2 {
+		t.Fatalf("bundle with both keys: %+v %v", res, err)
+	}
+	onlyNew, _ := audit.Verifiers([]string{newKey.Verifier})
+	if res, _ := audit.VerifyBundle(bytes.NewReader(buf.Bytes()), onlyNew); !strings.Contains(res.TreeMismatch, "checkpoint of size 3") {
+		t.Fatalf("bundle without the old key: %+v", res)
+	}
+}

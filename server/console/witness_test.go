@@ -228,19 +228,25 @@ func TestWitnessTruncated(t *testing.T) {
 // TestWitnessUnknownKey: a checkpoint signed by a key the witness was not
 // given fails; the state is left as it was.
 func TestWitnessUnknownKey(t *testing.T) {
-	c, _ := transparencyConsole(t, false)
-	changes(t, c, 2)
-	checkpointed(t, c)
-	_, other, err := note.GenerateKey(rand.Reader, audit.Origin("default"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	_, err = runWitness(c, dir, other)
-	refused(t, err, audit.RefusedSignature)
-	if _, err := runWitness(c, dir, "not-a-key"); err == nil || !strings.Contains(err.Error(), "key") {
-		t.Fatalf("a malformed key: %v", err)
-	}
+	eachDialect(t, func(t *testing.T, sqlite bool) {
+		c, pub := transparencyConsole(t, sqlite)
+		changes(t, c, 2)
+		checkpointed(t, c)
+		_, other, err := note.GenerateKey(rand.Reader, audit.Origin("default"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		_, err = runWitness(c, dir, other)
+		refused(t, err, audit.RefusedSignature)
+		if _, err := runWitness(c, dir, "not-a-key"); err == nil || !strings.Contains(err.Error(), "key") {
+			t.Fatalf("a malformed key: %v", err)
+		}
+		// The console's key, beside a retired one, is accepted.
+		if _, err := runWitness(c, dir, other, pub); err != nil {
+			t.Fatalf("with the console's key among others: %v", err)
+		}
+	})
 }
 
 // TestCheckpointProofsAPI: the proof endpoints serve a viewer; every event
