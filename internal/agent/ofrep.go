@@ -124,10 +124,6 @@ func newOFREP(a *Agent, clock limit.Clock) (*ofrep, error) {
 	a.reg.MustRegister(o.evals)
 	o.mux.HandleFunc("POST /ofrep/v1/evaluate/flags/{key}", o.single)
 	o.mux.HandleFunc("POST /ofrep/v1/evaluate/flags", o.bulk)
-	o.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeProblem(w, r, http.StatusNotFound, "not found",
-			"the OFREP API has POST /ofrep/v1/evaluate/flags/{key} and POST /ofrep/v1/evaluate/flags")
-	})
 	return o, nil
 }
 
