@@ -9,13 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -87,10 +87,13 @@ type ofrepError struct {
 // ofrepRequest is the body of both endpoints. Context attributes other
 // than targetingKey do not change an answer and are not decoded.
 type ofrepRequest struct {
-	Context *struct {
-		TargetingKey *string `json:"targetingKey"`
+	Context struct {
+		TargetingKey string `json:"targetingKey"` // "" or absent: the agent's own decision
 	} `json:"context"`
 }
+
+// bodies recycles request body buffers.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ofrep serves the OFREP API of an agent.
 type ofrep struct {
@@ -168,7 +171,15 @@ func (o *ofrep) count(flag, outcome string) { o.evals.WithLabelValues(flag, outc
 // decode reads the body: empty means an empty context. It returns the
 // targeting key ("" when absent) or the failure to answer.
 func decode(w http.ResponseWriter, r *http.Request) (string, *ofrepError) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxOFREPBody))
+	buf := bodies.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= 64<<10 { // keep small buffers only
+			buf.Reset()
+			bodies.Put(buf)
+		}
+	}()
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxOFREPBody))
+	data := buf.Bytes()
 	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
 		return "", &ofrepError{Code: codeGeneral, status: http.StatusRequestEntityTooLarge,
 			Details: fmt.Sprintf("the request body is larger than %d bytes", MaxOFREPBody)}
@@ -191,10 +202,7 @@ func decode(w http.ResponseWriter, r *http.Request) (string, *ofrepError) {
 		return "", &ofrepError{Code: codeParse, status: http.StatusBadRequest,
 			Details: fmt.Sprintf(`the body is not valid JSON (%v); send {"context":{"targetingKey":"user-1"}}`, err)}
 	}
-	if req.Context == nil || req.Context.TargetingKey == nil {
-		return "", nil
-	}
-	return *req.Context.TargetingKey, nil
+	return req.Context.TargetingKey, nil
 }
 
 // want names the JSON type a field of the request must have.
