@@ -247,7 +247,7 @@ func (o *ofrep) single(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, e := o.a.evaluate(ctx, key, true)
 	if e != nil {
-		o.fail(w, r, "", e)
+		o.fail(w, r, o.a.publishedName(key), e)
 		return
 	}
 	o.count(o.a.publishedName(key), outcome(ev))
@@ -281,7 +281,7 @@ func (o *ofrep) bulk(w http.ResponseWriter, r *http.Request) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	flags := make([]any, 0, len(names))
+	flags := make([]ofrepEvaluation, 0, 2*len(names))
 	for _, name := range names {
 		ev, e := o.a.evaluate(ctx, name, false)
 		if e != nil { // deleted between the listing and now
@@ -309,7 +309,7 @@ func (o *ofrep) bulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, f := range flags {
-		o.count(o.a.publishedName(f.(ofrepEvaluation).Key), outcome(f.(ofrepEvaluation)))
+		o.count(strings.TrimSuffix(f.Key, FallbackSuffix), outcome(f))
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
