@@ -157,9 +157,13 @@ func TestBinaryServesAndStops(t *testing.T) {
 			break
 		}
 	}
+	rest := make(chan string)
 	go func() {
-		for lines.Scan() { // drain the rest
+		var b strings.Builder
+		for lines.Scan() {
+			b.WriteString(lines.Text() + "\n")
 		}
+		rest <- b.String()
 	}()
 	for _, want := range []string{"addr=" + flagValue(args, "--listen"), "ofrep=" + flagValue(args, "--ofrep-listen")} {
 		if !strings.Contains(serving, want) {
@@ -169,7 +173,11 @@ func TestBinaryServesAndStops(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
+	after := <-rest
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
+	}
+	if strings.Contains(after, "context canceled") {
+		t.Errorf("the shutdown logged its own cancellation as a problem:\n%s", after)
 	}
 }
