@@ -76,16 +76,37 @@ func BenchmarkEvaluateOverHTTP(b *testing.B) {
 			send(b, ofrepReq())
 		}
 	})
+	// The agent's own share: the handlers alone, without the network.
+	b.Run("handler-only/json-api", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a.Handler().ServeHTTP(httptest.NewRecorder(), jsonReq())
+		}
+	})
+	b.Run("handler-only/ofrep", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			a.OFREPHandler().ServeHTTP(httptest.NewRecorder(), ofrepReq())
+		}
+	})
 	// On a shared machine loopback latency drifts between runs; alternating
 	// the two requests puts both under the same load for the ratio.
 	b.Run("alternating", func(b *testing.B) {
 		var jsonNS, ofrepNS time.Duration
-		for b.Loop() {
+		timed := func(req *http.Request) time.Duration {
 			t0 := time.Now()
-			send(b, jsonReq())
-			t1 := time.Now()
-			send(b, ofrepReq())
-			jsonNS, ofrepNS = jsonNS+t1.Sub(t0), ofrepNS+time.Since(t1)
+			send(b, req)
+			return time.Since(t0)
+		}
+		odd := false
+		for b.Loop() {
+			if odd = !odd; odd { // either goes first every other time
+				jsonNS += timed(jsonReq())
+				ofrepNS += timed(ofrepReq())
+			} else {
+				ofrepNS += timed(ofrepReq())
+				jsonNS += timed(jsonReq())
+			}
 		}
 		b.ReportMetric(float64(jsonNS.Nanoseconds())/float64(b.N), "json-ns/op")
 		b.ReportMetric(float64(ofrepNS.Nanoseconds())/float64(b.N), "ofrep-ns/op")

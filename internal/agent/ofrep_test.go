@@ -391,3 +391,40 @@ func TestOFREPMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestOFREPStale: while etcd is down the OFREP answers stay and their
+// metadata says stale; the bulk ETag changes with it and back.
+func TestOFREPStale(t *testing.T) {
+	etcd := etcdtest.Start(t)
+	putSwitch(t, etcd.Client(t), wire.Switch{App: app, Name: "recommend", Level: wire.L3, State: wire.StateOn,
+		Rollout: wire.Rollout{Percent: 100}, Version: 1})
+	_, url := startOFREP(t, nil, nil, nil, etcd.Endpoint)
+	flag := url + "/ofrep/v1/evaluate/flags/recommend"
+	var ans ofrepAnswer
+	eventually(t, "live", func() bool {
+		_, ans = post(t, flag, nil)
+		return ans.Metadata["source"] == "live"
+	})
+	live, _ := post(t, url+"/ofrep/v1/evaluate/flags", nil)
+
+	etcd.Stop()
+	eventually(t, "stale", func() bool {
+		_, ans = post(t, flag, nil)
+		return ans.Metadata["source"] == "stale"
+	})
+	if ans.Value != true || ans.Reason != "STATIC" || ans.ErrorCode != "" {
+		t.Errorf("answer while etcd is down: %+v", ans)
+	}
+	if resp, _ := post(t, url+"/ofrep/v1/evaluate/flags", nil, "If-None-Match", live.Header.Get("ETag")); resp.StatusCode != 200 {
+		t.Errorf("bulk while stale: %d, want 200 with a new ETag (the metadata changed)", resp.StatusCode)
+	}
+
+	etcd.Restart()
+	eventually(t, "live again", func() bool {
+		_, ans = post(t, flag, nil)
+		return ans.Metadata["source"] == "live"
+	})
+	if resp, _ := post(t, url+"/ofrep/v1/evaluate/flags", nil, "If-None-Match", live.Header.Get("ETag")); resp.StatusCode != http.StatusNotModified {
+		t.Errorf("bulk live again: %d, want 304 (the same answers as before)", resp.StatusCode)
+	}
+}
