@@ -84,7 +84,14 @@ func TestDrillWithAgent(t *testing.T) {
 	waitLeader(t, c)
 	const app = "shop-agent"
 	url := startAgentService(t, e, app)
-	seedDrill(t, c, app, url, "")
+	// As seedDrill, with a p99 bound for a degraded path that asks the agent
+	// twice over loopback: this test is about the agent's signals, and
+	// "fast" must not depend on how busy the test machine is.
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
+		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills", adminToken,
+		`{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"2s","recover_within":"30s",`+
+			`"probes":[{"url":"`+url+`","required_fields":["/items","/source"],"requests":20,"max_p99":"1s"}],"reason":"monthly drill"}`), 201)
 	waitInstances(t, c, app, 1)
 
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"drill through the agent"}`), 202)
