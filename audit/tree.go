@@ -173,12 +173,21 @@ func (r *edgeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 }
 
 // SyncTree adds to the tree every event it lacks (a database whose events
-// were written before the tree existed) and returns the tree's size. It
-// takes the chain's lock. The console runs it at start; Append runs it
-// when it finds the tree behind.
+// were written before the tree existed) and returns the tree's size. When
+// the tree lacks events it takes the chain's lock, waiting for the
+// audited transactions in flight; a tree in step with the chain takes no
+// lock. The console runs it at start; Append runs it when it finds the
+// tree behind.
 func SyncTree(ctx context.Context, db *gorm.DB) (int64, error) {
-	var size int64
-	err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
+	db = db.WithContext(ctx)
+	size, err := storedTreeSize(db)
+	if err != nil {
+		return 0, err
+	}
+	if head, err := TreeSize(ctx, db); err != nil || head == size {
+		return size, err
+	}
+	err = db.Transaction(func(tx *gorm.DB) (err error) {
 		if err := Lock(tx); err != nil {
 			return err
 		}

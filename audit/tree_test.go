@@ -286,3 +286,21 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("bundle without the old key: %+v", res)
 	}
 }
+
+// TestSyncTreeInStepTakesNoLock: a console starting while an audited
+// transaction holds the chain's lock (a leader waiting on a row) does not
+// wait for it when its tree is in step with the chain.
+func TestSyncTreeInStepTakesNoLock(t *testing.T) {
+	db := openPostgres(t)
+	appendN(t, db, 3)
+	held := db.Begin()
+	defer held.Rollback()
+	if err := audit.Lock(held); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if n, err := audit.SyncTree(ctx, db); err != nil || n != 3 {
+		t.Fatalf("sync while the lock is held: %d %v", n, err)
+	}
+}
