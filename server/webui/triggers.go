@@ -442,6 +442,9 @@ type Chart struct {
 	YTicks, XTicks               []ChartTick
 	Empty                        bool
 	Summary                      string
+	// From is where the chart starts when the series begins inside the
+	// range (zero: at the range's start).
+	From time.Time
 }
 
 // ChartSpan is a shaded stretch.
@@ -460,28 +463,52 @@ type ChartTick struct {
 	Anchor string
 }
 
-// drawChart lays out a preview.
+// drawChart lays out a preview. The time axis starts at the first sample
+// when the series begins inside the range (a new rule's few minutes fill
+// the chart, not its right edge); the value axis has round ticks and
+// stops at 0 when no value or threshold is negative.
 func drawChart(p *trigger.Preview) Chart {
-	ch := Chart{W: 720, H: 240, Left: 56, Top: 10, Right: 712, Bottom: 210}
-	ch.PlotW, ch.PlotH = ch.Right-ch.Left, ch.Bottom-ch.Top
+	ch := Chart{W: 720, H: 240, Top: 10, Right: 712, Bottom: 210}
 	ch.Summary = p.String()
+	start := p.Start
+	if len(p.Points) > 0 && p.Points[0].At.After(start) {
+		start = p.Points[0].At
+		ch.From = start
+	}
 	lo, hi := math.Min(p.Trigger.Threshold, p.Recover.Threshold), math.Max(p.Trigger.Threshold, p.Recover.Threshold)
 	for _, pt := range p.Points {
 		if v := float64(pt.Value); !math.IsInf(v, 0) {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
+	nonNegative := lo >= 0
 	pad := (hi - lo) * 0.08
 	if pad == 0 {
 		pad = math.Max(math.Abs(hi)*0.1, 1)
 	}
 	lo, hi = lo-pad, hi+pad
-	span := p.End.Sub(p.Start).Seconds()
+	if nonNegative {
+		lo = math.Max(lo, 0)
+	}
+	step := niceStep((hi - lo) / 5)
+	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
+	var labels []string
+	for v := lo; v <= hi+step/2; v += step {
+		labels = append(labels, tickLabel(v, step))
+	}
+	// The y labels' column is as wide as the longest label (11 px text).
+	widest := 0
+	for _, l := range labels {
+		widest = max(widest, len(l))
+	}
+	ch.Left = float64(max(40, 7*widest+14))
+	ch.PlotW, ch.PlotH = ch.Right-ch.Left, ch.Bottom-ch.Top
+	span := p.End.Sub(start).Seconds()
 	x := func(t time.Time) float64 {
-		if span <= 0 {
+		if span <= 0 || t.Before(start) {
 			return ch.Left
 		}
-		return round1(ch.Left + (ch.Right-ch.Left)*t.Sub(p.Start).Seconds()/span)
+		return round1(ch.Left + (ch.Right-ch.Left)*t.Sub(start).Seconds()/span)
 	}
 	y := func(v float64) float64 {
 		switch {
@@ -502,7 +529,9 @@ func drawChart(p *trigger.Preview) Chart {
 	ch.TriggerLabel = "on " + p.Trigger.String()
 	ch.RecoverLabel = "off " + p.Recover.String()
 	for _, g := range p.NoData {
-		ch.NoData = append(ch.NoData, ChartSpan{X: x(g.From), W: math.Max(x(g.To)-x(g.From), 1)})
+		if g.To.After(start) {
+			ch.NoData = append(ch.NoData, ChartSpan{X: x(g.From), W: math.Max(x(g.To)-x(g.From), 1)})
+		}
 	}
 	var line strings.Builder
 	gap := 0
@@ -539,23 +568,54 @@ func drawChart(p *trigger.Preview) Chart {
 		}
 		ch.Marks = append(ch.Marks, m)
 	}
-	for i := 0; i <= 4; i++ {
-		v := lo + (hi-lo)*float64(i)/4
-		ch.YTicks = append(ch.YTicks, ChartTick{At: y(v), Label: trigger.Num(v).String()})
+	for i, l := range labels {
+		ch.YTicks = append(ch.YTicks, ChartTick{At: y(lo + float64(i)*step), Label: l})
 	}
 	layout := "15:04"
-	switch d := p.End.Sub(p.Start); {
+	switch d := p.End.Sub(start); {
 	case d < 10*time.Minute:
 		layout = "15:04:05"
 	case d > 36*time.Hour:
 		layout = "Jan 2 15:04"
 	}
 	for i := 0; i <= 4; i++ {
-		t := p.Start.Add(time.Duration(float64(p.End.Sub(p.Start)) * float64(i) / 4))
+		t := start.Add(time.Duration(float64(p.End.Sub(start)) * float64(i) / 4))
 		ch.XTicks = append(ch.XTicks, ChartTick{At: x(t), Label: t.UTC().Format(layout), Anchor: "middle"})
 	}
 	ch.XTicks[0].Anchor, ch.XTicks[4].Anchor = "start", "end"
 	return ch
+}
+
+// niceStep is the round tick step (1, 2, 2.5 or 5 times a power of ten)
+// at least raw.
+func niceStep(raw float64) float64 {
+	if raw <= 0 || math.IsInf(raw, 0) || math.IsNaN(raw) {
+		return 1
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*mag >= raw*(1-1e-9) {
+			return m * mag
+		}
+	}
+	return 10 * mag
+}
+
+// tickLabel writes v with at most the decimals step needs: "0", "2.5",
+// "0.02", "1500".
+func tickLabel(v, step float64) string {
+	dec := 0
+	for d := step; dec < 10 && math.Abs(d-math.Round(d)) > 1e-9*math.Max(1, step); d *= 10 {
+		dec++
+	}
+	s := strconv.FormatFloat(v, 'f', dec, 64)
+	if dec > 0 {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if strings.Trim(s, "-0.") == "" {
+		return "0"
+	}
+	return s
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }
