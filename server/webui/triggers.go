@@ -230,18 +230,79 @@ func (t *triggerPages) newPage(c *gin.Context) {
 		t.h.message(c, http.StatusForbidden, "Not allowed", "Your role may not create rules for "+app+"; ask an admin for an operator grant.")
 		return
 	}
-	e, err := t.editorFor(c, app, nil, editorValues(nil, c.Query("switch")))
+	vals, draft := editorValues(nil, c.Query("switch")), isDraft(c)
+	if draft {
+		vals = draftValues(c)
+	}
+	e, err := t.editorFor(c, app, nil, vals)
 	p := &page{Title: "New auto-trigger for " + app, Nav: "switches", Data: e}
 	if err != nil {
 		t.h.fail(c, "trigger", p, "page", err)
 		return
 	}
+	if draft {
+		fp := &formParser{c: c, from: c.Request.URL.Query()}
+		in := ruleInput(fp, app)
+		if err = fp.err(); err == nil {
+			e.Preview, err = t.preview(c.Request.Context(), app, in, vals["range"])
+		}
+		if err != nil {
+			t.h.fail(c, "trigger", p, "rule", err)
+			return
+		}
+		e.Preview.Draft = true
+	}
 	t.h.render(c, http.StatusOK, "trigger", p)
+}
+
+// The editor's Preview posts the draft and is sent on to the page with
+// the draft in its query (?draft=1&…), which previews it: reloading that
+// page previews again rather than re-posting a form (post/redirect/get).
+// The CSRF token and the form's version stay out of the URL.
+
+// draftURL is the page at base previewing the editor's values vals.
+func draftURL(base string, vals map[string]string) string {
+	q := url.Values{}
+	for k, v := range vals {
+		if k != csrfField && k != "action" && k != "version" && k != "draft" {
+			q.Set(k, v)
+		}
+	}
+	return base + "?draft=1&" + q.Encode()
+}
+
+// isDraft reports whether the request previews a draft.
+func isDraft(c *gin.Context) bool { return c.Query("draft") != "" }
+
+// draftValues are the editor's values a draft URL carries.
+func draftValues(c *gin.Context) map[string]string {
+	out := map[string]string{}
+	for k := range c.Request.URL.Query() {
+		if k != "draft" {
+			out[k] = strings.TrimSpace(c.Query(k))
+		}
+	}
+	return out
 }
 
 // rulePage shows a rule: its state, its evaluations and a chart of the
 // last hours (?range=), and its editor for those who may change it.
-func (t *triggerPages) rulePage(c *gin.Context) { t.renderRule(c, http.StatusOK, "", nil, nil) }
+func (t *triggerPages) rulePage(c *gin.Context) {
+	if !isDraft(c) {
+		t.renderRule(c, http.StatusOK, "", nil, nil)
+		return
+	}
+	vals := draftValues(c)
+	vals["name"] = c.Param("name")
+	fp := &formParser{c: c, from: c.Request.URL.Query()}
+	in := ruleInput(fp, c.Param("app"))
+	in.Name = vals["name"]
+	if err := fp.err(); err != nil {
+		t.renderRule(c, 0, "rule", err, vals)
+		return
+	}
+	t.renderPreview(c, c.Param("app"), in, vals)
+}
 
 // renderRule renders the page of the rule in the path; form and ferr
 // describe a failed form, vals what the editor holds (nil: the rule).
@@ -292,6 +353,10 @@ func (t *triggerPages) preview(ctx context.Context, app string, in trigger.Input
 // create saves a new rule, or previews it (the editor's Preview button).
 func (t *triggerPages) create(c *gin.Context) {
 	app := c.Param("app")
+	if c.PostForm("action") == "preview" {
+		redirect(c, draftURL(Prefix+"/apps/"+url.PathEscape(app)+"/triggers/new", submitted(c)), "")
+		return
+	}
 	fp := &formParser{c: c}
 	in := ruleInput(fp, app)
 	vals := submitted(c)
@@ -305,17 +370,6 @@ func (t *triggerPages) create(c *gin.Context) {
 		t.h.fail(c, "trigger", p, "rule", fp.err())
 		return
 	}
-	if c.PostForm("action") == "preview" {
-		pv, err := t.preview(c.Request.Context(), app, in, vals["range"])
-		if err != nil {
-			t.h.fail(c, "trigger", p, "rule", err)
-			return
-		}
-		pv.Draft = true
-		e.Preview = pv
-		t.h.render(c, http.StatusOK, "trigger", p)
-		return
-	}
 	v, err := t.svc.Create(c.Request.Context(), actor(c), app, in)
 	if err != nil {
 		t.h.fail(c, "trigger", p, "rule", err)
@@ -327,6 +381,10 @@ func (t *triggerPages) create(c *gin.Context) {
 // edit saves the editor over the rule, or previews it.
 func (t *triggerPages) edit(c *gin.Context) {
 	app, name := c.Param("app"), c.Param("name")
+	if c.PostForm("action") == "preview" {
+		redirect(c, draftURL(triggerURL(app, name), submitted(c)), "")
+		return
+	}
 	fp := &formParser{c: c}
 	in := ruleInput(fp, app)
 	in.Name = name
@@ -334,10 +392,6 @@ func (t *triggerPages) edit(c *gin.Context) {
 	vals["name"] = name
 	if err := fp.err(); err != nil {
 		t.renderRule(c, 0, "rule", err, vals)
-		return
-	}
-	if c.PostForm("action") == "preview" {
-		t.renderPreview(c, app, in, vals)
 		return
 	}
 	fields, err := patchFields(in)
