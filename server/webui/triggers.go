@@ -1,12 +1,14 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/rollout"
+	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -193,11 +196,15 @@ type editor struct {
 	Ops      []trigger.Op
 	Fleet    []string // the fleet source's metrics
 	// Staged are the staged-rollout templates a rule can start when it fires.
-	Staged   []rollout.TemplateInfo
-	Preview  *previewView
-	Evals    []trigger.Evaluation
-	Editable bool
-	Interval time.Duration
+	Staged  []rollout.TemplateInfo
+	Preview *previewView
+	Evals   []trigger.Evaluation
+	// Prometheus tells whether PromQL rules can run; QueryHint is the
+	// query field's example.
+	Prometheus bool
+	QueryHint  string
+	Editable   bool
+	Interval   time.Duration
 }
 
 // previewView is a preview with its chart; Draft when it previews the
@@ -220,6 +227,17 @@ func (t *triggerPages) editorFor(c *gin.Context, app string, v *trigger.View, va
 	sws, err := t.h.svc.ListSwitches(c.Request.Context(), app)
 	for _, s := range sws {
 		e.Switches = append(e.Switches, s.Name)
+	}
+	// The query's example is one that runs here: PromQL only when a
+	// Prometheus is configured, else a fleet metric of the rule's switch.
+	e.Prometheus = slices.Contains(e.Sources, signal.SourcePrometheus)
+	e.QueryHint = "max(rate(http_errors_total[1m]))"
+	if !e.Prometheus {
+		sw := vals["switch"]
+		if sw == "" && len(e.Switches) > 0 {
+			sw = e.Switches[0]
+		}
+		e.QueryHint = `degraded_rate{switch="` + cmp.Or(sw, "name") + `"}`
 	}
 	return e, err
 }
