@@ -328,6 +328,7 @@ var funcs = template.FuncMap{
 	"count":     count,
 	"linkPath":  linkPath,
 	"isTime":    isTime,
+	"lastRead":  lastRead,
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
@@ -371,6 +372,20 @@ func linkPath(text string) template.HTML {
 	}
 	p := template.HTMLEscapeString(text[i+1:])
 	return template.HTML(template.HTMLEscapeString(text[:i+1]) + `<a href="` + p + `">` + p + `</a>`)
+}
+
+// lastRead says when a switch was last read, as precisely as SDKs report
+// it: a read moves the reported time only once it advanced by
+// wire.ReadGranularity, so a recent one is "within the last 5 min".
+func lastRead(t any) string {
+	tm, ok := timeOf(t)
+	switch {
+	case !ok:
+		return "—"
+	case time.Since(tm) < wire.ReadGranularity:
+		return fmt.Sprintf("within the last %d min", int(wire.ReadGranularity.Minutes()))
+	}
+	return human(time.Since(tm)) + " ago"
 }
 
 // count writes "1 live instance", "2 live instances".
