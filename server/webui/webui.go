@@ -335,7 +335,7 @@ var funcs = template.FuncMap{
 }
 
 // targetURL is the page of an audit or finding target: a switch, a limit
-// rule, a staged rollout ("rollout/<app>/<switch>#<id>"), a drill
+// rule, an auto-trigger rule, a staged rollout ("rollout/<app>/<switch>#<id>"), a drill
 // ("drill/<app>/<name>") or one of its runs ("…#<number>"); "" when the
 // console has no page for it.
 func targetURL(target string) string {
@@ -350,6 +350,8 @@ func targetURL(target string) string {
 		return switchURL(app, rest)
 	case "limit":
 		return limitURL(app, rest)
+	case "trigger":
+		return triggerURL(app, rest)
 	case "rollout":
 		if id, err := strconv.ParseInt(num, 10, 64); numbered && err == nil {
 			return rolloutURL(app, id)
