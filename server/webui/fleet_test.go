@@ -183,7 +183,7 @@ func TestFleetPages(t *testing.T) {
 		}
 		for _, want := range []string{
 			"3</strong> limit rules are on in enforce mode", "<strong>2</strong> reject requests now",
-			"5/s rejected", "breaker open on 1 of 1 instances", "would reject 2/s (shadow)",
+			"5/s rejected", "breaker open on 1 of 1 instance", "would reject 2/s (shadow)",
 		} {
 			if !strings.Contains(limits, want) {
 				t.Errorf("limits in force lack %q\n%s", want, limits)

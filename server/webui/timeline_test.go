@@ -36,3 +36,41 @@ func TestTimelineKeepsTheRaise(t *testing.T) {
 		t.Errorf("step 3 to come: %q (%q)", rows[2].Target, rows[2].Raised)
 	}
 }
+
+// TestWording: counts agree with their nouns; audit and finding targets
+// link to their pages; a finding's report path is a link.
+func TestWording(t *testing.T) {
+	for _, tc := range []struct {
+		n    any
+		what string
+		want string
+	}{{1, "live instance", "1 live instance"}, {2, "live instance", "2 live instances"}, {int64(0), "event", "0 events"}, {3, "switch", "3 switches"}, {1, "transition", "1 transition"}} {
+		if got := count(tc.n, tc.what); got != tc.want {
+			t.Errorf("count(%v, %q) = %q, want %q", tc.n, tc.what, got, tc.want)
+		}
+	}
+	for target, want := range map[string]string{
+		"switch/checkout/recommend":    "/ui/apps/checkout/switches/recommend",
+		"trigger/checkout/cpu-high":    "/ui/apps/checkout/triggers/cpu-high",
+		"rollout/checkout/recommend#7": "/ui/apps/checkout/rollouts/7",
+		"drill/checkout/reco":          "/ui/apps/checkout/drills/reco",
+		"drill/checkout/reco#3":        "/ui/apps/checkout/drills/reco/runs/3",
+		"rollout/checkout/recommend":   "",
+		"rollout/checkout/recommend#x": "",
+		"channel/ops":                  "",
+		"user/alice":                   "",
+	} {
+		if got := targetURL(target); got != want {
+			t.Errorf("targetURL(%q) = %q, want %q", target, got, want)
+		}
+	}
+	for text, want := range map[string]string{
+		"report: /ui/apps/checkout/drills/reco/runs/3": `report: <a href="/ui/apps/checkout/drills/reco/runs/3">/ui/apps/checkout/drills/reco/runs/3</a>`,
+		"see /ui/x<script>":                            "see /ui/x&lt;script&gt;",
+		"no path here":                                 "no path here",
+	} {
+		if got := string(linkPath(text)); got != want {
+			t.Errorf("linkPath(%q) = %q, want %q", text, got, want)
+		}
+	}
+}

@@ -390,12 +390,17 @@ func lastRead(t any) string {
 	return human(time.Since(tm)) + " ago"
 }
 
-// count writes "1 live instance", "2 live instances".
-func count(n int, what string) string {
-	if n == 1 {
+// count writes "1 live instance", "2 live instances", "3 switches"; n is
+// any integer a page holds.
+func count(n any, what string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
 		return "1 " + what
 	}
-	return strconv.Itoa(n) + " " + what + "s"
+	if strings.HasSuffix(what, "ch") || strings.HasSuffix(what, "sh") || strings.HasSuffix(what, "s") || strings.HasSuffix(what, "x") {
+		return s + " " + what + "es"
+	}
+	return s + " " + what + "s"
 }
 
 // stampLayout is how pages show a point in time.
