@@ -37,6 +37,14 @@ func TestChartAxes(t *testing.T) {
 	if ch.YTicks[0].At != ch.Bottom {
 		t.Errorf("0 is at y=%g, want the bottom %g", ch.YTicks[0].At, ch.Bottom)
 	}
+	// Ten minutes from 17:50: a tick every 2 minutes, on the minute.
+	var times []string
+	for _, tk := range ch.XTicks {
+		times = append(times, tk.Label)
+	}
+	if want := []string{"17:50", "17:52", "17:54", "17:56", "17:58", "18:00"}; !slices.Equal(times, want) {
+		t.Errorf("x ticks %q, want %q", times, want)
+	}
 
 	// A metric that goes negative keeps its negative range; a series that
 	// covers the range starts the chart at the range's start.

@@ -650,12 +650,38 @@ func drawChart(p *trigger.Preview) Chart {
 	case d > 36*time.Hour:
 		layout = "Jan 2 15:04"
 	}
-	for i := 0; i <= 4; i++ {
-		t := start.Add(time.Duration(float64(p.End.Sub(start)) * float64(i) / 4))
-		ch.XTicks = append(ch.XTicks, ChartTick{At: x(t), Label: t.UTC().Format(layout), Anchor: "middle"})
+	// Times on the axis are round (every 5 min, 30 min, 2 h…); one near
+	// an edge is anchored inside the chart.
+	every := timeStep(p.End.Sub(start) / 5)
+	for t := start.UTC().Truncate(every); !t.After(p.End); t = t.Add(every) {
+		if t.Before(start) {
+			continue
+		}
+		tk := ChartTick{At: x(t), Label: t.UTC().Format(layout), Anchor: "middle"}
+		switch {
+		case tk.At-ch.Left < 30:
+			tk.Anchor = "start"
+		case ch.Right-tk.At < 30:
+			tk.Anchor = "end"
+		}
+		ch.XTicks = append(ch.XTicks, tk)
 	}
-	ch.XTicks[0].Anchor, ch.XTicks[4].Anchor = "start", "end"
 	return ch
+}
+
+// timeSteps are the round spans between the time axis's ticks.
+var timeSteps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
+// timeStep is the smallest round span at least raw.
+func timeStep(raw time.Duration) time.Duration {
+	for _, s := range timeSteps {
+		if s >= raw {
+			return s
+		}
+	}
+	return timeSteps[len(timeSteps)-1]
 }
 
 // niceStep is the round tick step (1, 2, 2.5 or 5 times a power of ten)
