@@ -43,6 +43,39 @@ func requestID(c *gin.Context) {
 	c.Next()
 }
 
+// newlineWriter remembers the last byte of the body written through it.
+type newlineWriter struct {
+	gin.ResponseWriter
+	last byte
+}
+
+func (w *newlineWriter) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		w.last = b[len(b)-1]
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *newlineWriter) WriteString(s string) (int, error) {
+	if len(s) > 0 {
+		w.last = s[len(s)-1]
+	}
+	return w.ResponseWriter.WriteString(s)
+}
+
+// trailingNewline ends every JSON answer (problem documents included) with
+// a newline, as curl users and line-oriented tools expect: documents
+// printed one after another stay one per line.
+func trailingNewline(c *gin.Context) {
+	w := &newlineWriter{ResponseWriter: c.Writer}
+	c.Writer = w
+	c.Next()
+	mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type"))
+	if w.Size() > 0 && w.last != '\n' && (mt == "application/json" || mt == ProblemContentType) {
+		_, _ = w.ResponseWriter.Write([]byte{'\n'})
+	}
+}
+
 // Deadline bounds every request's context by d, so a database that stops
 // answering (a lock held, a network black hole) turns into a 503 instead
 // of a request that hangs; 0 leaves requests unbounded. Event streams
