@@ -78,8 +78,26 @@ func (r *LimitRule) View() LimitView {
 // parameters, mode, scope, key_by) plus description and reason.
 type LimitInput struct {
 	wire.LimitRule
-	Description string `json:"description"`
-	Reason      string `json:"reason"`
+	// HalfOpenProbes tells an absent half_open_probes (nil: the default)
+	// from an explicit one, which must be in range (0 is refused); it
+	// shadows the rule's member of the same name in JSON.
+	HalfOpenProbes *int   `json:"half_open_probes,omitempty"`
+	Description    string `json:"description"`
+	Reason         string `json:"reason"`
+}
+
+// rule returns the rule to create: the input's, with half_open_probes
+// taken from the JSON member when given and defaulted for a breaker when
+// absent.
+func (in *LimitInput) rule() wire.LimitRule {
+	r := in.LimitRule
+	switch {
+	case in.HalfOpenProbes != nil:
+		r.HalfOpenProbes = *in.HalfOpenProbes
+	case r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0:
+		r.HalfOpenProbes = DefaultHalfOpenProbes
+	}
+	return r
 }
 
 // LimitPatch replaces some top-level fields of a rule. Fields holds the raw
@@ -154,11 +172,12 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 		m[k] = v
 	}
 	merged, _ := json.Marshal(m)
-	var out wire.LimitRule
+	var out LimitInput
 	if err := DecodeStrict(merged, &out); err != nil {
 		return nil, err
 	}
-	return &out, nil
+	r := out.rule()
+	return &r, nil
 }
 
 // DefaultHalfOpenProbes is how many probes a half-open breaker admits when
@@ -166,16 +185,15 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 // does not decide alone.
 const DefaultHalfOpenProbes = 3
 
-// validateLimit normalizes defaults and checks the rule.
+// validateLimit normalizes defaults and checks the rule. Numeric
+// parameters have their defaults filled in before (LimitInput.rule): here
+// an explicit value out of range is an error, never replaced.
 func validateLimit(r *wire.LimitRule) error {
 	if r.Mode == "" {
 		r.Mode = wire.ModeEnforce
 	}
 	if r.Scope == "" {
 		r.Scope = wire.ScopeInstance
-	}
-	if r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0 {
-		r.HalfOpenProbes = DefaultHalfOpenProbes
 	}
 	r.Resource = strings.TrimSpace(r.Resource)
 	var v validator

@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
@@ -70,14 +71,14 @@ type Probe struct {
 	Method  string            `json:"method,omitempty"` // default GET
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
-	// ExpectStatus is the status every answer must have (default 200).
-	ExpectStatus int `json:"expect_status,omitempty"`
+	// ExpectStatus is the status every answer must have (absent: 200).
+	ExpectStatus *int `json:"expect_status,omitempty"`
 	// RequiredFields are RFC 6901 JSON pointers every answer must hold.
 	RequiredFields []string `json:"required_fields,omitempty"`
 	// MaxP99 bounds the p99 of the degraded answers (default 20ms).
 	MaxP99 string `json:"max_p99,omitempty"`
-	// Requests is the number of requests of each probe round (default 10).
-	Requests int `json:"requests,omitempty"`
+	// Requests is the number of requests of each probe round (absent: 10).
+	Requests *int `json:"requests,omitempty"`
 	// Timeout bounds one request (default 2s).
 	Timeout string `json:"timeout,omitempty"`
 }
@@ -154,9 +155,11 @@ type plan struct {
 
 type probePlan struct {
 	Probe
-	pointers []pointer
-	maxP99   time.Duration
-	timeout  time.Duration
+	expectStatus int // ExpectStatus or its default
+	requests     int // Requests or its default
+	pointers     []pointer
+	maxP99       time.Duration
+	timeout      time.Duration
 }
 
 type blackoutPlan struct {
@@ -334,10 +337,8 @@ func (pr *Probe) compile(v *fieldErrs, f string) probePlan {
 	if len(pr.Body) > maxBodyBytes {
 		v.add(f+".body", "must be at most 64 KiB")
 	}
-	if out.ExpectStatus == 0 {
-		out.ExpectStatus = http.StatusOK
-	}
-	if out.ExpectStatus < 100 || out.ExpectStatus > 599 {
+	out.expectStatus = cmp.Or(deref(pr.ExpectStatus), http.StatusOK)
+	if pr.ExpectStatus != nil && (*pr.ExpectStatus < 100 || *pr.ExpectStatus > 599) {
 		v.add(f+".expect_status", "must be an HTTP status, 100–599")
 	}
 	if len(pr.RequiredFields) > maxFields {
@@ -353,13 +354,19 @@ func (pr *Probe) compile(v *fieldErrs, f string) probePlan {
 	}
 	out.maxP99 = v.duration(f+".max_p99", pr.MaxP99, DefaultMaxP99, 10*time.Second, false)
 	out.timeout = v.duration(f+".timeout", pr.Timeout, DefaultProbeTimeout, 30*time.Second, false)
-	if out.Requests == 0 {
-		out.Requests = DefaultRequests
-	}
-	if out.Requests < 1 || out.Requests > maxRequests {
+	out.requests = cmp.Or(deref(pr.Requests), DefaultRequests)
+	if pr.Requests != nil && (*pr.Requests < 1 || *pr.Requests > maxRequests) {
 		v.add(f+".requests", "must be 1–%d", maxRequests)
 	}
 	return out
+}
+
+// deref is *p, or 0 when p is nil (an absent field).
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func validHeaderName(k string) bool {
