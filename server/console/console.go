@@ -313,6 +313,11 @@ func (c *Console) Describe(w io.Writer) {
 	}
 	fmt.Fprintf(w, "switchyard console listening on %s\n", c.URL())
 	fmt.Fprintf(w, "  namespace: %s\n  etcd:      %s\n  database:  %s\n", c.Config.Namespace, etcd, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
+	prom := "none (the fleet is the only metric source; set --prometheus-url)"
+	if u, err := url.Parse(c.Config.PrometheusURL); err == nil && c.Config.PrometheusURL != "" {
+		prom = u.Redacted()
+	}
+	fmt.Fprintf(w, "  prometheus: %s\n", prom)
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
 	}
