@@ -47,9 +47,6 @@ func (s *Service) PatchLimit(ctx context.Context, a Actor, app, resource string,
 		if err != nil {
 			return err
 		}
-		if err := validateLimit(merged); err != nil {
-			return err
-		}
 		if p.Description != nil {
 			r.Description = strings.TrimSpace(*p.Description)
 		}
