@@ -31,7 +31,9 @@ const docsToken = "sy_docs-test-bootstrap-token"
 // ./cmd/console` starts it) and one demo, on free ports, and compares each
 // command's output with the output the docs show. The docs' addresses
 // 127.0.0.1:8080 and 127.0.0.1:8070 are replaced by the test's; API and
-// TOKEN are set as the README tells the reader to. A change reaches the
+// TOKEN are set as the README tells the reader to. A command the docs
+// show without output must not be answered with a problem document. A
+// change reaches the
 // demo within milliseconds, not at once: a command whose output differs is
 // run again for up to 5 s before the test fails.
 func TestRunnableDocs(t *testing.T) {
@@ -77,6 +79,10 @@ func TestRunnableDocs(t *testing.T) {
 			t.Fatalf("%s: exit status %d:\n%s\n%s", c, status, c.Text, out)
 		}
 		if c.Expect == nil {
+			// curl exits 0 on a 4xx: a refused request shows in its answer.
+			if strings.Contains(out, `"type":"/problems/`) {
+				t.Fatalf("%s: the console refused a command the docs show without output:\n%s\n%s", c, c.Text, out)
+			}
 			continue
 		}
 		err := doctest.Match(c.Expect, out)
