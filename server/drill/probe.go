@@ -60,9 +60,9 @@ func newProber() *prober {
 
 // round sends the probe's requests one after another and checks each.
 func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
-	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.Requests, Statuses: map[string]int{}}
+	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.requests, Statuses: map[string]int{}}
 	missing := map[string]bool{}
-	for i := 0; i < p.Requests && ctx.Err() == nil; i++ {
+	for i := 0; i < p.requests && ctx.Err() == nil; i++ {
 		took, ans := pr.one(ctx, p)
 		out.SamplesMS = append(out.SamplesMS, ms(took))
 		if ans.Error != "" {
@@ -73,7 +73,7 @@ func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
 		for _, m := range ans.Missing {
 			missing[m] = true
 		}
-		if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+		if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 			out.Failures++
 			if out.FirstFailure == nil {
 				a := ans
@@ -132,7 +132,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 			}
 		}
 	}
-	if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+	if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 		ans.Body = string(raw)
 		if len(ans.Body) > keptBody {
 			ans.Body = ans.Body[:keptBody] + "…"

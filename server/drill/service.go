@@ -124,18 +124,18 @@ func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
 
 // validate checks a spec completely — its fields, the switch it drills and
 // the queries of its abort conditions — before anything is written.
-func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErrs) (*plan, error) {
+func (s *Service) validate(ctx context.Context, app string, sp *Spec, v server.FieldErrors) (*plan, error) {
 	if app == wire.GlobalApp {
-		v.add("app", "drills belong to one app; _global switches are not drilled")
+		v.Addf("app", "drills belong to one app; _global switches are not drilled")
 	}
 	pl, err := sp.compile()
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
-		v = append(v, ve.Fields...)
+		v.AddErr("", err)
 	}
 	if wire.ValidName(sp.Switch) {
 		if _, err := s.cfg.Service.GetSwitch(ctx, app, sp.Switch); errors.Is(err, server.ErrNotFound) {
-			v.add("switch", "there is no switch %s/%s", app, sp.Switch)
+			v.Addf("switch", "there is no switch %s/%s", app, sp.Switch)
 		} else if err != nil {
 			return nil, err
 		}
@@ -147,12 +147,12 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 		}
 		src, err := s.cfg.Sources.For(c.Source, app)
 		if err != nil {
-			v.add(f+".source", "%v", err)
+			v.Addf(f+".source", "%v", err)
 			continue
 		}
 		var qe *signal.QueryError
 		if err := src.Check(ctx, c.Query); errors.As(err, &qe) {
-			v.add(f+".query", "%s", qe.Msg)
+			v.Addf(f+".query", "%s", qe.Msg)
 		} else if err != nil {
 			return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 		}
@@ -160,11 +160,11 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 	for j, p := range sp.Probes {
 		for k, f := range p.RequiredFields {
 			if !wire.Printable(f) || len(f) > 500 {
-				v.add(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
+				v.Addf(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
 			}
 		}
 	}
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -172,9 +172,9 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 
 // Create adds a drill.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
-	var v fieldErrs
+	var v server.FieldErrors
 	if !wire.ValidName(in.Name) {
-		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		v.Addf("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	pl, err := s.validate(ctx, app, &in.Spec, v)
 	if err != nil {
@@ -236,10 +236,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	}
 	body, _ := json.Marshal(merged)
 	var sp Spec
-	if err := server.DecodeStrict(body, &sp); err != nil {
-		return nil, err
-	}
-	pl, err := s.validate(ctx, app, &sp, nil)
+	pl, err := s.validate(ctx, app, &sp, server.DecodeJSON(body, &sp))
 	if err != nil {
 		return nil, err
 	}
