@@ -419,12 +419,15 @@ func (f *fakeClock) Set(t time.Time) { f.mu.Lock(); f.t = t; f.mu.Unlock() }
 
 // TestDrillSchedule drives a drill's schedule (03:30 and 03:40 in
 // Europe/Berlin, a 5 min starting deadline, a blackout all of 5 March) with
-// an injected clock: a run starts at its cron time; the next cron time
-// while it runs is refused as overlapping and recorded; a cron time inside
-// the blackout is refused and recorded; cron times that passed while no
-// console ran are recorded as one missed run, not run late; a run found due
-// within the starting deadline still starts; and the preflight refuses
-// while a person has a switch of the app on.
+// an injected clock: a run starts at its cron time; cron times that come
+// while a person's run is in progress are refused as overlapping, and
+// recorded as one row that counts them; a cron time inside the blackout is
+// refused and recorded; cron times that passed while no console ran are
+// recorded as one missed run, not run late, and later ones add to it; a
+// run found due within the starting deadline still starts; the preflight
+// refuses while a person has a switch of the app on. Runs store the drill's
+// version and spec hash, never the probe's header values, and still probe
+// with them.
 func TestDrillSchedule(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -433,15 +436,34 @@ func TestDrillSchedule(t *testing.T) {
 	at := func(day, hour, minute, sec int) time.Time {
 		return time.Date(2030, 3, day, hour, minute, sec, 0, berlin)
 	}
-	clk := &fakeClock{t: at(4, 3, 28, 0)}
+	clk := &fakeClock{t: at(4, 3, 20, 0)}
 	e := newEnv(t)
 	c := e.startWith([]console.Option{console.WithClock(clk.Now)}, steadyLeader)
 	waitLeader(t, c)
-	const app = "shop-sched"
+	const app, secret = "shop-sched", "s3cret-drill-token"
 	dt := startDrillTarget(t, e, app, svcCorrect, 2)
-	seedDrill(t, c, app, dt.urls[0], `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
+	// The probed endpoint refuses a probe whose token is not the drill's.
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Drill-Token") != secret {
+			http.Error(w, "bad token", http.StatusUnauthorized)
+			return
+		}
+		res, err := http.Get(dt.urls[0])
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(w, res.Body)
+	}))
+	t.Cleanup(guarded.Close)
+	seedDrill(t, c, app, guarded.URL, `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
 		`"blackout":[{"cron":"0 0 5 3 *","duration":"24h"}]`)
-	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"30m","reason":"hold while the test looks"}`), 200)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken,
+		`{"duration":"30m","reason":"longer than the schedule's gap"}`), 400)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","probes":[{"url":"`+guarded.URL+
+		`","headers":{"X-Drill-Token":"`+secret+`"},"required_fields":["/items","/source"],"requests":20}],"reason":"hold while the test looks"}`), 200)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"banner","level":"L3","reason":"seed"}`), 201)
 	waitInstances(t, c, app, 2)
 	d := mustStatus(t, call(t, c, "GET", "/api/v1/apps/"+app+"/drills/reco", adminToken, ""), 200)
@@ -461,38 +483,54 @@ func TestDrillSchedule(t *testing.T) {
 		eventually(t, 20*time.Second, what, func() bool { rs = runs(); return len(rs) == n && (n == 0 || rs[n-1].Phase != drill.PhasePending) })
 		return rs
 	}
-	abort := func(n int) {
+	ends := func(n int) drill.Run {
 		t.Helper()
-		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
-		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
 		// The recovery watch is timed by the console's clock too: a minute
 		// later it has seen the fleet's counters quiet, or gives up.
 		clk.Set(clk.Now().Add(time.Minute))
 		eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
-		if r := runs()[n-1]; r.Outcome != drill.OutcomeAborted {
+		return runs()[n-1]
+	}
+	abort := func(n int) {
+		t.Helper()
+		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
+		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
+		if r := ends(n); r.Outcome != drill.OutcomeAborted {
 			t.Fatalf("run #%d: %s %s", n, r.Outcome, r.Summary)
 		}
 	}
 	logRun := func(r drill.Run) {
-		t.Logf("run #%d via %s for %v: phase %s, outcome %q: %s", r.Number, r.StartedVia, r.ScheduledFor.In(berlin).Format("Jan 2 15:04 MST"), r.Phase, r.Outcome, r.Summary)
+		t.Logf("run #%d via %s for %v (×%d): phase %s, outcome %q: %s", r.Number, r.StartedVia, r.ScheduledFor.In(berlin).Format("Jan 2 15:04 MST"), r.Count, r.Phase, r.Outcome, r.Summary)
 	}
 
-	clk.Set(at(4, 3, 29, 59))
+	// A person's run at 03:28, with the probe's token; it holds the switch
+	// for 10 min, over both cron times of the day.
+	clk.Set(at(4, 3, 28, 0))
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"by hand"}`), 202)
+	eventually(t, 20*time.Second, "run #1 is active", func() bool { rs := runs(); return len(rs) == 1 && rs[0].Phase == drill.PhaseActive })
+	var dv struct{ Version int64 }
+	c.DB.Table("drills").Where("app = ?", app).Select("version").Scan(&dv)
+	if r := runs()[0]; strings.Contains(r.Spec, secret) || len(r.SpecSHA256) != 64 || r.DrillVersion != dv.Version || !strings.Contains(r.Spec, "X-Drill-Token") {
+		t.Fatalf("run #1 stores spec %s (sha256 %q, drill version %d of %d)", r.Spec, r.SpecSHA256, r.DrillVersion, dv.Version)
+	}
 	clk.Set(at(4, 3, 30, 1))
-	rs := waitRuns(1, "the 03:30 run starts")
-	eventually(t, 20*time.Second, "run #1 is active", func() bool { return runs()[0].Phase == drill.PhaseActive })
-	if !rs[0].ScheduledFor.Equal(at(4, 3, 30, 0)) || rs[0].StartedVia != drill.ViaSchedule {
-		t.Fatalf("run #1: %+v", rs[0])
-	}
-	logRun(runs()[0])
-
-	clk.Set(at(4, 3, 40, 1))
-	rs = waitRuns(2, "the 03:40 run is recorded")
-	logRun(rs[1])
-	if rs[1].Outcome != drill.OutcomeRefused || !strings.Contains(rs[1].Summary, "overlaps run #1") || rs[0].FinishedAt != nil {
+	rs := waitRuns(2, "the 03:30 run is refused")
+	if rs[1].Outcome != drill.OutcomeRefused || !strings.Contains(rs[1].Summary, "overlaps run #1") || rs[1].Count != 1 {
 		t.Fatalf("overlapping run: %+v", rs[1])
 	}
-	abort(1)
+	// At 03:40 run #1 is past its duration but not reverted yet: refused
+	// again, counted on the same row.
+	clk.Set(at(4, 3, 40, 1))
+	eventually(t, 20*time.Second, "the 03:40 refusal is counted", func() bool { rs = runs(); return len(rs) == 2 && rs[1].Count == 2 })
+	logRun(rs[1])
+	if !strings.Contains(rs[1].Summary, "refused 2 scheduled runs") || !rs[1].LastScheduledFor.Equal(at(4, 3, 40, 0)) {
+		t.Fatalf("coalesced refusals: %+v", rs[1])
+	}
+	// Its probes carried the token (the guarded endpoint answered them):
+	// the clock's jumps fail its timing verdicts, not its fallback.
+	if r := ends(1); !strings.Contains(r.Summary, "fallback correct pass") {
+		t.Fatalf("run #1 (probing with the drill's token): %s %s", r.Outcome, r.Summary)
+	}
 
 	clk.Set(at(5, 3, 30, 1))
 	rs = waitRuns(3, "the run inside the blackout is recorded")
@@ -507,19 +545,26 @@ func TestDrillSchedule(t *testing.T) {
 	clk.Set(at(7, 3, 50, 0))
 	rs = waitRuns(4, "the missed runs are recorded")
 	logRun(rs[3])
-	if rs[3].Outcome != drill.OutcomeMissed || !strings.Contains(rs[3].Summary, "missed 5 scheduled run(s)") {
+	if rs[3].Outcome != drill.OutcomeMissed || !strings.Contains(rs[3].Summary, "missed 5 scheduled run(s)") || rs[3].Count != 5 {
 		t.Fatalf("missed runs: %+v", rs[3])
 	}
+	// Down again until 8 March 03:50: two more, on the same row.
+	clk.Set(at(8, 3, 50, 0))
+	eventually(t, 20*time.Second, "the next missed runs are counted", func() bool { rs = runs(); return len(rs) == 4 && rs[3].Count == 7 })
+	logRun(rs[3])
+	if !strings.Contains(rs[3].Summary, "missed 7 scheduled run(s), from 2030-03-05 02:40:00 UTC to 2030-03-08 02:40:00 UTC") {
+		t.Fatalf("coalesced missed runs: %+v", rs[3])
+	}
 	// Found 3 min late: within the starting deadline, it starts.
-	clk.Set(at(8, 3, 33, 0))
+	clk.Set(at(9, 3, 33, 0))
 	rs = waitRuns(5, "the late run starts")
 	eventually(t, 20*time.Second, "run #5 is active", func() bool { return runs()[4].Phase == drill.PhaseActive })
 	logRun(runs()[4])
 	abort(5)
 
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/banner/on", adminToken, `{"reason":"incident: banner off"}`), 200)
-	clk.Set(at(9, 3, 30, 1))
-	// 8 March 03:40 passed unrun (missed, #6); 9 March 03:30 is due (#7).
+	clk.Set(at(10, 3, 30, 1))
+	// 9 March 03:40 passed unrun (missed, #6); 10 March 03:30 is due (#7).
 	eventually(t, 20*time.Second, "run #7 is decided", func() bool { rs = runs(); return len(rs) == 7 && rs[6].FinishedAt != nil })
 	logRun(rs[5])
 	logRun(rs[6])
@@ -584,6 +629,9 @@ func TestDrillBadInput(t *testing.T) {
 		{"blackout bad cron", "POST", base, adminToken, with(`"blackout":[{"cron":"every friday","duration":"8h"}]`), 400, "blackout[0].cron"},
 		{"blackout of both kinds", "POST", base, adminToken, with(`"blackout":[{"start":"2030-01-01T00:00:00Z","end":"2030-01-02T00:00:00Z","cron":"0 9 * * *","duration":"1h"}]`), 400, "blackout[0]"},
 		{"bad starting deadline", "POST", base, adminToken, with(`"starting_deadline":"2d"`), 400, "starting_deadline"},
+		{"starting deadline under two steps", "POST", base, adminToken, with(`"starting_deadline":"1s"`), 400, "starting_deadline"},
+		{"schedule more often than a minute", "POST", base, adminToken, with(`"schedule":"@every 30s"`), 400, "schedule"},
+		{"schedule closer than the duration", "POST", base, adminToken, with(`"schedule":"*/5 * * * *","duration":"10m"`), 400, "schedule"},
 		{"unknown field", "POST", base, adminToken, with(`"colour":"red"`), 400, "colour"},
 		{"bad drill name", "POST", base, adminToken, `{"name":"Bad Name",` + strings.TrimPrefix(ok, `"name":"d2",`) + `}`, 400, "name"},
 		{"missing reason", "POST", base, adminToken, `{` + strings.TrimSuffix(ok, `,"reason":"r"`) + `}`, 400, "reason"},
