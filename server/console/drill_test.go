@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 	svcDropField = "dropfield" // fallback {"items":[]}: drops the required /source
 	svcSlow      = "slow"      // the degraded path sleeps 50 ms (a fallback that queries a database)
 	svcCached    = "cached"    // reads the switch once at start and caches it: never degrades
+	svcHang      = "hang"      // the degraded path never answers (until the test ends)
 )
 
 // drillTarget is one app of SDK instances, each behind its own HTTP
@@ -39,13 +41,16 @@ type drillTarget struct {
 	app     string
 	clients []*sdk.Client
 	urls    []string
+	// hanging counts the requests svcHang holds now; release lets them go.
+	hanging atomic.Int64
+	release chan struct{}
 }
 
 // startDrillTarget starts n instances of app of the given kind on the
 // env's etcd, reporting every second, and sends each a request every 20 ms.
 func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarget {
 	t.Helper()
-	dt := &drillTarget{app: app}
+	dt := &drillTarget{app: app, release: make(chan struct{})}
 	for i := range n {
 		c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{e.etcd.Endpoint}, Namespace: "default", App: app,
 			InstanceID: fmt.Sprintf("%s-%d", app, i), ReportInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
@@ -69,6 +74,13 @@ func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarge
 			case kind == svcSlow:
 				time.Sleep(50 * time.Millisecond)
 				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
+			case kind == svcHang:
+				dt.hanging.Add(1)
+				defer dt.hanging.Add(-1)
+				select {
+				case <-r.Context().Done():
+				case <-dt.release:
+				}
 			default:
 				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
 			}
@@ -110,6 +122,9 @@ func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarge
 	}()
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(quit); <-done }) })
+	// Registered last, so it runs first: the hanging requests end before
+	// the traffic stops and the servers close.
+	t.Cleanup(func() { close(dt.release) })
 	return dt
 }
 
@@ -125,7 +140,7 @@ func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
 	t.Helper()
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
 		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
-	body := `{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"2s","recover_within":"30s",` +
+	body := `{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"8s","recover_within":"30s",` +
 		`"probes":[{"url":"` + url + `","required_fields":["/items","/source"],"requests":20}],"reason":"monthly drill"` + extra + `}`
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills", adminToken, body), 201)
 }
@@ -751,4 +766,56 @@ func TestDrillAbortCondition(t *testing.T) {
 		t.Fatalf("run #2: %s %s", v.Outcome, v.Summary)
 	}
 	t.Logf("run #2: %s", v.Summary)
+}
+
+// TestDrillAbortWhileEndpointHangs: the drill's degraded endpoint never
+// answers (its probe rounds allow 4 × 30 s), yet a person's abort takes
+// effect within 1 s, and the override key is gone from the real embedded
+// etcd within 1 s after that: the rounds run off the job's step, and the
+// revert cuts them short.
+func TestDrillAbortWhileEndpointHangs(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(steadyLeader)
+	waitLeader(t, c)
+	const app = "shop-hang"
+	dt := startDrillTarget(t, e, app, svcHang, 2)
+	seedDrill(t, c, app, dt.urls[0], "")
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","probes":[{"url":"`+dt.urls[0]+
+		`","required_fields":["/items"],"requests":4,"timeout":"30s"}],"reason":"held until aborted"}`), 200)
+	waitInstances(t, c, app, 2)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill"}`), 202)
+	key := "/switchyard/v1/default/overrides/" + app + "/recommend"
+	eventually(t, 30*time.Second, "the degraded probe round hangs on the endpoint", func() bool {
+		r := runView(t, c, app, 1)
+		return r.Phase == drill.PhaseActive && e.etcdValue(key) != "" && dt.hanging.Load() > 0 && r.Progress.EffectDoneAt == nil && r.Progress.AppliedAt != nil &&
+			time.Since(*r.Progress.AppliedAt) > 2*time.Second // well into the hang
+	})
+	asked := time.Now()
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs/1/abort", adminToken, `{"reason":"the endpoint hangs"}`), 200)
+	eventually(t, time.Second, "the abort takes effect within 1 s", func() bool { return runView(t, c, app, 1).Phase != drill.PhaseActive })
+	tookEffect := time.Now()
+	eventually(t, time.Second, "the override is gone within 1 s after that", func() bool { return e.etcdValue(key) == "" })
+	gone := time.Now()
+	r := runView(t, c, app, 1)
+	if !strings.Contains(r.Progress.AbortReason, "the endpoint hangs") || r.Progress.RevertedAt == nil {
+		t.Fatalf("run: phase %s, abort %q", r.Phase, r.Progress.AbortReason)
+	}
+	t.Logf("abort took effect %v after it was asked, override gone %v after that, with %d probe requests hanging",
+		tookEffect.Sub(asked).Round(time.Millisecond), gone.Sub(tookEffect).Round(time.Millisecond), dt.hanging.Load())
+
+	// Nobody aborts the next run: its override ends with its duration,
+	// within 1 s, the hanging round cut short.
+	eventually(t, 60*time.Second, "run #1 ends", func() bool { return runView(t, c, app, 1).FinishedAt != nil })
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"3s","reason":"short"}`), 200)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill, to the end"}`), 202)
+	var applied time.Time
+	eventually(t, 30*time.Second, "run #2 applies its override", func() bool {
+		r := runView(t, c, app, 2)
+		if r.Progress.AppliedAt != nil {
+			applied = *r.Progress.AppliedAt
+		}
+		return r.Progress.AppliedAt != nil && e.etcdValue(key) != ""
+	})
+	eventually(t, time.Until(applied.Add(4*time.Second)), "the override is gone by its duration + 1 s", func() bool { return e.etcdValue(key) == "" })
+	t.Logf("run #2's override (duration 3s) was gone %v after it was applied", time.Since(applied).Round(time.Millisecond))
 }

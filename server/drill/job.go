@@ -31,6 +31,7 @@ type Job struct {
 
 	mu      sync.Mutex
 	keepers map[int64]*keeper // by run id
+	rounds  map[int64]*rounds // probe rounds under way or done, by run id
 }
 
 // activeEvery is the pace of the steps while a run is in progress.
@@ -109,19 +110,17 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 	case PhaseRecovering:
 		p.observeRecovery(j.fleet(r, pl), now)
 	}
-	act := decide(r.Phase, p, pl, now)
-	if act == actStart || act == actProbe || act == actFinish {
-		if err := j.probeHeaders(ctx, r, pl); err != nil {
-			return err
-		}
-	}
-	switch act {
+	switch decide(r.Phase, p, pl, now) {
 	case actStart:
 		return j.start(ctx, t, r, p, pl)
 	case actProbe:
-		for _, pr := range pl.probes {
-			p.Degraded = append(p.Degraded, j.s.prober.round(ctx, pr))
+		// Degraded rounds until the duration ends at the latest.
+		left := p.AppliedAt.Add(pl.duration).Sub(now)
+		rounds, done, err := j.probe(ctx, t.Rev, r, stageDegraded, pl, min(left, pl.roundBudget()))
+		if err != nil || !done {
+			return errors.Join(err, j.save(ctx, t, r, p, nil))
 		}
+		p.Degraded = rounds
 		at := j.s.cfg.Service.Now()
 		p.EffectDoneAt = &at
 		p.note(at, "takes effect checked; degraded probes sent")
@@ -130,11 +129,21 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 		}
 		return j.save(ctx, t, r, p, nil)
 	case actRevert:
+		if p.EffectDoneAt == nil && p.Degraded == nil {
+			// Aborted, or the duration ended, with the degraded rounds
+			// under way: they stop, and what they showed is kept.
+			if rounds := j.cutShort(r.ID, stageDegraded); rounds != nil {
+				p.Degraded = rounds
+				p.note(j.s.cfg.Service.Now(), "degraded probes cut short by the revert")
+			}
+		}
 		return j.revert(ctx, t, r, p)
 	case actFinish:
-		for _, pr := range pl.probes {
-			p.After = append(p.After, j.s.prober.round(ctx, pr))
+		rounds, done, err := j.probe(ctx, t.Rev, r, stageAfter, pl, pl.roundBudget())
+		if err != nil || !done {
+			return errors.Join(err, j.save(ctx, t, r, p, nil))
 		}
+		p.After = rounds
 		v := judge(p, pl)
 		p.Verdicts = &v
 		out := outcome(p, v)
@@ -294,9 +303,13 @@ func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl 
 	if failed := failedChecks(checks); failed != "" {
 		return j.close(ctx, t, r, p, OutcomeRefused, "refused by the preflight: "+failed)
 	}
-	for _, pr := range pl.probes {
-		p.Baseline = append(p.Baseline, j.s.prober.round(ctx, pr))
+	// The preflight is checked again at every step while the baseline
+	// rounds are under way, so it still holds when the override is written.
+	rounds, done, err := j.probe(ctx, t.Rev, r, stageBaseline, pl, pl.roundBudget())
+	if err != nil || !done {
+		return err // the run stays pending until its baseline is in
 	}
+	p.Baseline = rounds
 	for _, b := range p.Baseline {
 		if b.Failures > 0 {
 			if r.DryRun {
@@ -485,6 +498,7 @@ func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out
 		return j.tell(tx.DB(), r, p, out, summary, now)
 	})
 	j.drop(r.ID)
+	j.stopProbes(r.ID)
 	return err
 }
 

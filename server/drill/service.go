@@ -59,7 +59,7 @@ func New(c Config) *Service {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber()}
-	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
+	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
 }

@@ -383,6 +383,9 @@ func (pr *Probe) compile(v *fieldErrs, f string) probePlan {
 	}
 	if out.Requests < 1 || out.Requests > maxRequests {
 		v.add(f+".requests", "must be 1–%d", maxRequests)
+	} else if b := out.budget(); b > MaxRoundBudget {
+		v.add(f+".requests", "%d requests × a timeout of %s is %s; a round may take at most %s", out.Requests,
+			server.ShortDuration(out.timeout), server.ShortDuration(b), server.ShortDuration(MaxRoundBudget))
 	}
 	return out
 }
