@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
@@ -66,5 +67,14 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers
 
-	return ad, wd, nil
+	// Retention: the leader prunes each domain's old history.
+	err = c.addJobs(retention.New(retention.Config{Service: c.Service, Age: c.Config.Retention, Pruners: []retention.Pruner{
+		{Kind: "drill_runs", Prune: drill.PruneRuns},
+		{Kind: "findings", Prune: finding.PruneResolved},
+		{Kind: "rollouts", Prune: rollout.PruneEnded},
+		{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations},
+		{Kind: "deliveries", Prune: notify.PruneDeliveries},
+		{Kind: "notifications", Prune: notify.PruneEvents},
+	}}))
+	return ad, wd, err
 }

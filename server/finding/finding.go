@@ -200,3 +200,10 @@ func OpenCounts(db *gorm.DB) (map[string]int64, error) {
 	}
 	return out, err
 }
+
+// PruneResolved deletes the findings resolved before cut
+// (server/retention); open findings stay whatever their age.
+func PruneResolved(tx *gorm.DB, cut time.Time) (int64, error) {
+	res := tx.Where("resolved_at < ?", cut).Delete(&Finding{})
+	return res.RowsAffected, res.Error
+}
