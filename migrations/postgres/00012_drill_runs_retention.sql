@@ -10,6 +10,16 @@ ALTER TABLE drill_runs ADD COLUMN drill_version BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE drill_runs ADD COLUMN spec_sha256 TEXT NOT NULL DEFAULT '';
 CREATE INDEX drill_runs_finished ON drill_runs (finished_at) WHERE finished_at IS NOT NULL;
 
+-- Runs stored before this version copied the drill's probe header values:
+-- blank them, keeping the header names.
+UPDATE drill_runs SET spec = jsonb_set(spec::jsonb, '{probes}', (
+    SELECT COALESCE(jsonb_agg(CASE WHEN jsonb_typeof(p.value -> 'headers') = 'object'
+        THEN jsonb_set(p.value, '{headers}', COALESCE((SELECT jsonb_object_agg(h.key, '""'::jsonb) FROM jsonb_each(p.value -> 'headers') h), '{}'::jsonb))
+        ELSE p.value END ORDER BY p.n), '[]'::jsonb)
+    FROM jsonb_array_elements(spec::jsonb -> 'probes') WITH ORDINALITY AS p (value, n)
+))::text
+WHERE spec LIKE '%"headers"%' AND jsonb_typeof(spec::jsonb -> 'probes') = 'array';
+
 -- +goose Down
 DROP INDEX drill_runs_finished;
 ALTER TABLE drill_runs DROP COLUMN spec_sha256;
