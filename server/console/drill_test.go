@@ -647,6 +647,7 @@ func TestDrillBadInput(t *testing.T) {
 		{"starting deadline under two steps", "POST", base, adminToken, with(`"starting_deadline":"1s"`), 400, "starting_deadline"},
 		{"schedule more often than a minute", "POST", base, adminToken, with(`"schedule":"@every 30s"`), 400, "schedule"},
 		{"schedule closer than the duration", "POST", base, adminToken, with(`"schedule":"*/5 * * * *","duration":"10m"`), 400, "schedule"},
+		{"probe round longer than 2m", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/r","requests":20,"timeout":"10s"}]`), 400, "probes[0].requests"},
 		{"unknown field", "POST", base, adminToken, with(`"colour":"red"`), 400, "colour"},
 		{"bad drill name", "POST", base, adminToken, `{"name":"Bad Name",` + strings.TrimPrefix(ok, `"name":"d2",`) + `}`, 400, "name"},
 		{"missing reason", "POST", base, adminToken, `{` + strings.TrimSuffix(ok, `,"reason":"r"`) + `}`, 400, "reason"},
