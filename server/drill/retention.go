@@ -4,13 +4,14 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server/retention"
 )
 
 // PruneRuns deletes the runs that finished before cut (server/retention),
 // except each switch's newest passing run, which the never_drilled
 // finding reads whatever its age.
-func PruneRuns(tx *gorm.DB, cut time.Time) (int64, error) {
+func PruneRuns(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
 	newestPass := tx.Model(&Run{}).Select("MAX(id)").Where("outcome = ? AND NOT dry_run", OutcomePassed).Group("app, switch_name")
-	res := tx.Where("finished_at < ? AND id NOT IN (?)", cut, newestPass).Delete(&Run{})
-	return res.RowsAffected, res.Error
+	return retention.Delete(tx, &Run{}, limit, "finished_at < ? AND id NOT IN (?)", cut, newestPass)
 }

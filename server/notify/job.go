@@ -7,6 +7,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/server/retention"
+
 	"github.com/switchyard-io/switchyard/server"
 )
 
@@ -113,16 +115,15 @@ func (j *Job) dispatch(ctx context.Context, t server.Term, now time.Time) error 
 
 // PruneDeliveries deletes the deliveries that finished before cut
 // (server/retention); unfinished ones stay whatever their age.
-func PruneDeliveries(tx *gorm.DB, cut time.Time) (int64, error) {
-	res := tx.Where("finished_at < ?", cut).Delete(&delivery{})
-	return res.RowsAffected, res.Error
+func PruneDeliveries(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
+	return retention.Delete(tx, &delivery{}, limit, "finished_at < ?", cut)
 }
 
 // PruneEvents deletes the events dispatched before cut that have no
 // delivery left (prune the deliveries first); undispatched ones stay.
-func PruneEvents(tx *gorm.DB, cut time.Time) (int64, error) {
-	res := tx.Where("dispatched_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.notification_id = notifications.id)", cut).Delete(&row{})
-	return res.RowsAffected, res.Error
+func PruneEvents(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
+	return retention.Delete(tx, &row{}, limit,
+		"dispatched_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.notification_id = notifications.id)", cut)
 }
 
 // start claims due deliveries up to the free slots and sends each on a

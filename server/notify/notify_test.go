@@ -487,10 +487,10 @@ func TestPrune(t *testing.T) {
 	var deliveries, pruned int64
 	err := f.db.Transaction(func(tx *gorm.DB) (err error) {
 		cut := f.clock.Now().Add(-24 * time.Hour)
-		if deliveries, err = notify.PruneDeliveries(tx, cut); err != nil {
+		if deliveries, err = notify.PruneDeliveries(tx, cut, 100); err != nil {
 			return err
 		}
-		pruned, err = notify.PruneEvents(tx, cut)
+		pruned, err = notify.PruneEvents(tx, cut, 100)
 		return err
 	})
 	if err != nil {

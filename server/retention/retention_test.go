@@ -24,6 +24,16 @@ import (
 
 var now = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
+// pruners are the console's.
+var pruners = []retention.Pruner{
+	{Kind: "drill_runs", Prune: drill.PruneRuns},
+	{Kind: "findings", Prune: finding.PruneResolved},
+	{Kind: "rollouts", Prune: rollout.PruneEnded},
+	{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations},
+	{Kind: "deliveries", Prune: notify.PruneDeliveries},
+	{Kind: "notifications", Prune: notify.PruneEvents},
+}
+
 // seed writes history of every pruned kind: some ended 100 days ago (past
 // the default retention), some 10 days ago, some still open.
 func seed(t *testing.T, db *gorm.DB) {
@@ -106,14 +116,7 @@ func TestPrune(t *testing.T) {
 	}
 	seed(t, db)
 	before := counts(t, db)
-	job := retention.New(retention.Config{Service: svc, Pruners: []retention.Pruner{
-		{Kind: "drill_runs", Prune: drill.PruneRuns},
-		{Kind: "findings", Prune: finding.PruneResolved},
-		{Kind: "rollouts", Prune: rollout.PruneEnded},
-		{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations},
-		{Kind: "deliveries", Prune: notify.PruneDeliveries},
-		{Kind: "notifications", Prune: notify.PruneEvents},
-	}})
+	job := retention.New(retention.Config{Service: svc, Pruners: pruners})
 	if err := job.Step(ctx, stale, now); !errors.Is(err, server.ErrNotLeader) {
 		t.Fatalf("a deposed leader's prune: %v", err)
 	}
@@ -153,6 +156,47 @@ func TestPrune(t *testing.T) {
 	}
 	if evs, _, _ := svc.ListAudit(ctx, audit.Filter{Action: audit.RetentionPrune}); len(evs) != 1 {
 		t.Fatalf("a prune with nothing to delete was audited: %d events", len(evs))
+	}
+}
+
+// TestPruneInBatches: with a batch of one row per kind, each step deletes
+// at most one row of each kind, audits it, and wakes the job for the next
+// step while a kind has more; the steps together delete what one big
+// prune would.
+func TestPruneInBatches(t *testing.T) {
+	db := servertest.OpenDB(t, pgtest.NewDatabase(t), t.TempDir())
+	svc := server.NewService(db, nil, server.WithClock(func() time.Time { return now }))
+	ctx := context.Background()
+	term := server.Term{Rev: 1, Holder: "a"}
+	if err := svc.ClaimTerm(ctx, term); err != nil {
+		t.Fatal(err)
+	}
+	seed(t, db)
+	job := retention.New(retention.Config{Service: svc, Batch: 1, Pruners: pruners})
+	var steps int
+	for ; steps < 10; steps++ {
+		if err := job.Step(ctx, term, now); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-job.Wake():
+			continue
+		default:
+		}
+		break
+	}
+	want := map[string]int64{"drill_runs": 3, "findings": 2, "rollouts": 2, "trigger_evaluations": 1, "deliveries": 2, "notifications": 2}
+	if got := counts(t, db); !equal(got, want) {
+		t.Fatalf("after %d steps: %v, want %v", steps+1, got, want)
+	}
+	evs, _, err := svc.ListAudit(ctx, audit.Filter{Action: audit.RetentionPrune})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three trigger evaluations are the most of one kind: three steps
+	// delete, the fourth finds nothing more and is not audited.
+	if steps != 3 || len(evs) != 3 {
+		t.Fatalf("%d steps woke the next, %d prunes audited; want 3 and 3", steps, len(evs))
 	}
 }
 
