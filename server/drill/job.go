@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -150,37 +149,6 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 		return j.close(ctx, t, r, p, out, runSummary(out, p, v))
 	}
 	return j.save(ctx, t, r, p, nil)
-}
-
-// probeHeaders gives the run's probes the header values the run does not
-// store (tokens, cookies): the drill's, as stored now, for each probe of
-// the run that the drill still has (same position, method and URL), and
-// for the header names the run's spec lists.
-func (j *Job) probeHeaders(ctx context.Context, r *Run, pl *plan) error {
-	var d Drill
-	err := j.s.db.WithContext(ctx).Where("app = ? AND name = ?", r.App, r.Drill).Take(&d).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return nil // deleted: its runs probe without the values
-	}
-	if err != nil {
-		return fmt.Errorf("read the drill's probe headers: %w", err)
-	}
-	sp, err := d.spec()
-	if err != nil {
-		return fmt.Errorf("read the drill's probe headers: %w", err)
-	}
-	for i := range pl.probes {
-		pr := &pl.probes[i]
-		if i >= len(sp.Probes) || sp.Probes[i].URL != pr.URL || cmpOr(sp.Probes[i].Method, http.MethodGet) != pr.Method {
-			continue
-		}
-		h := make(map[string]string, len(pr.Headers))
-		for k := range pr.Headers {
-			h[k] = sp.Probes[i].Headers[k]
-		}
-		pr.Headers = h
-	}
-	return nil
 }
 
 func failureRate(rounds []ProbeRound) float64 {

@@ -2,8 +2,13 @@ package drill
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Probe rounds run off the job's step: a step starts a stage's rounds on
@@ -89,6 +94,37 @@ func (j *Job) probe(ctx context.Context, term int64, r *Run, stage string, pl *p
 	j.rounds[r.ID] = rs
 	j.mu.Unlock()
 	return nil, false, nil
+}
+
+// probeHeaders gives the run's probes the header values the run does not
+// store (tokens, cookies): the drill's, as stored now, for each probe of
+// the run that the drill still has (same position, method and URL), and
+// for the header names the run's spec lists.
+func (j *Job) probeHeaders(ctx context.Context, r *Run, pl *plan) error {
+	var d Drill
+	err := j.s.db.WithContext(ctx).Where("app = ? AND name = ?", r.App, r.Drill).Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return nil // deleted: its runs probe without the values
+	}
+	if err != nil {
+		return fmt.Errorf("read the drill's probe headers: %w", err)
+	}
+	sp, err := d.spec()
+	if err != nil {
+		return fmt.Errorf("read the drill's probe headers: %w", err)
+	}
+	for i := range pl.probes {
+		pr := &pl.probes[i]
+		if i >= len(sp.Probes) || sp.Probes[i].URL != pr.URL || cmpOr(sp.Probes[i].Method, http.MethodGet) != pr.Method {
+			continue
+		}
+		h := make(map[string]string, len(pr.Headers))
+		for k := range pr.Headers {
+			h[k] = sp.Probes[i].Headers[k]
+		}
+		pr.Headers = h
+	}
+	return nil
 }
 
 // cutShort stops the run's rounds under way and returns what they showed
