@@ -266,13 +266,16 @@ func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress,
 // start is audited), the leader keeps the lease alive, and the override is
 // written under it in one fenced transaction.
 func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl *plan) error {
+	if j.underway(r.ID, t.Rev, stageBaseline) {
+		return nil // the step after they are done goes on
+	}
+	// The preflight is checked before the baseline rounds start and again
+	// once they are done, so it still holds when the override is written.
 	checks, sw := j.preflight(ctx, r, pl)
 	p.Preflight = checks
 	if failed := failedChecks(checks); failed != "" {
 		return j.close(ctx, t, r, p, OutcomeRefused, "refused by the preflight: "+failed)
 	}
-	// The preflight is checked again at every step while the baseline
-	// rounds are under way, so it still holds when the override is written.
 	rounds, done, err := j.probe(ctx, t.Rev, r, stageBaseline, pl, pl.roundBudget())
 	if err != nil || !done {
 		return err // the run stays pending until its baseline is in

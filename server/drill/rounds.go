@@ -127,6 +127,23 @@ func (j *Job) probeHeaders(ctx context.Context, r *Run, pl *plan) error {
 	return nil
 }
 
+// underway reports whether the run's rounds of stage are running in term,
+// not done yet.
+func (j *Job) underway(runID, term int64, stage string) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rs := j.rounds[runID]
+	if rs == nil || rs.stage != stage || rs.term != term {
+		return false
+	}
+	select {
+	case <-rs.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // cutShort stops the run's rounds under way and returns what they showed
 // so far, if they were of stage and answer within a moment of being
 // stopped (an HTTP request ends with its context).
