@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
@@ -79,6 +80,11 @@ type Config struct {
 	AuditKeyFile       string
 	CheckpointEvents   int64
 	CheckpointInterval time.Duration
+	// Retention is how long finished drill runs, resolved findings, ended
+	// rollout plans, trigger evaluations and finished deliveries are kept
+	// before the leader prunes them; --retention / SWITCHYARD_RETENTION,
+	// default 90 days (2160h).
+	Retention time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -103,6 +109,7 @@ func DefaultConfig() Config {
 		TriggerInterval:     trigger.DefaultInterval,
 		CheckpointEvents:    100,
 		CheckpointInterval:  10 * time.Minute,
+		Retention:           retention.DefaultAge,
 	}
 }
 
@@ -143,6 +150,7 @@ func (c *Config) settings() []setting {
 		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile)},
 		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents)},
 		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval)},
+		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention)},
 	}
 }
 
@@ -292,6 +300,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")
+	}
+	if c.Retention < 24*time.Hour || c.Retention > 10*365*24*time.Hour {
+		bad("retention", "must be between 24h and 87600h (10 years)")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")
