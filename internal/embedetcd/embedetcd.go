@@ -96,6 +96,10 @@ func Start(c Config) (*Server, error) {
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = retention.String()
 	cfg.QuotaBackendBytes = QuotaBackendBytes
+	// No HTTP/JSON gateway: every client here (console, SDK, agent) speaks
+	// gRPC, and the gateway is the door a plain HTTP request (a drill probe,
+	// a webhook) would find on the client port.
+	cfg.EnableGRPCGateway = false
 	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainStreamInterceptor(st.intercept)}
 	cfg.LogLevel = "error"
 	if c.Logger != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
@@ -68,6 +69,11 @@ type Config struct {
 	// TriggerInterval is how often the leader evaluates every auto-trigger
 	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
 	TriggerInterval time.Duration
+	// EgressAllow names what drill probes and webhook deliveries may reach
+	// although the egress guard refuses it (loopback, private, link-local,
+	// metadata, the console's own endpoints): CIDRs or host:port;
+	// --egress-allow / SWITCHYARD_EGRESS_ALLOW, default none.
+	EgressAllow []string
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -127,6 +133,7 @@ func (c *Config) settings() []setting {
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
 		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
+		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
 }
 
@@ -259,6 +266,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")
+	}
+	if _, err := egress.New(egress.Config{Allow: c.EgressAllow}); err != nil {
+		bad("egress-allow", "%v", err)
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -29,6 +29,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/lead"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -48,6 +49,8 @@ type Console struct {
 	Etcd    *clientv3.Client
 	DB      *gorm.DB
 	Engine  *gin.Engine
+	// Egress guards what drill probes and webhook deliveries reach.
+	Egress *egress.Guard
 	// GeneratedToken is the bootstrap admin token generated at this start,
 	// or "" when one was configured or already existed.
 	GeneratedToken string
@@ -69,9 +72,10 @@ type Console struct {
 type Option func(*options)
 
 type options struct {
-	web  webui.Options
-	jobs []func(*Console) lead.Job
-	now  func() time.Time
+	resolver *net.Resolver
+	web      webui.Options
+	jobs     []func(*Console) lead.Job
+	now      func() time.Time
 }
 
 // WithWebUI sets the web UI's options.
@@ -82,6 +86,10 @@ func WithWebUI(o webui.Options) Option { return func(x *options) { x.web = o } }
 func WithJob(job func(*Console) lead.Job) Option {
 	return func(x *options) { x.jobs = append(x.jobs, job) }
 }
+
+// WithEgressResolver sets the resolver drill probes and webhook
+// deliveries look names up with (tests make a name resolve to loopback).
+func WithEgressResolver(r *net.Resolver) Option { return func(x *options) { x.resolver = r } }
 
 // WithClock sets the clock the service and the leader jobs read.
 func WithClock(now func() time.Time) Option { return func(x *options) { x.now = now } }
@@ -157,6 +165,9 @@ func (c *Console) open(ctx context.Context) error {
 	if err != nil {
 		return hint(fmt.Errorf("console: etcd client: %w", err), "check", "etcd-endpoints")
 	}
+	if c.Egress, err = c.egressGuard(endpoints); err != nil {
+		return hint(fmt.Errorf("console: %w", err), "change", "egress-allow")
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := server.NewMetrics(reg)
@@ -214,6 +225,29 @@ func (c *Console) open(ctx context.Context) error {
 	c.ui = webui.New(webui.Deps{Service: c.Service, Fleet: c.Fleet, Etcd: c.Etcd, Namespace: cfg.Namespace, Logger: c.log, Domains: webDomains}, c.opts.web)
 	c.ui.Routes(c.Engine)
 	return nil
+}
+
+// egressGuard is the guard of the requests made on users' behalf. The
+// console's own listener, etcd (client and, embedded, peer) and database
+// are refused whatever the allowlist does not name; loopback passes only
+// when everything is embedded (the quickstart's demo runs beside the
+// console), which Describe says.
+func (c *Console) egressGuard(etcd []string) (*egress.Guard, error) {
+	cfg := c.Config
+	protected := append([]string{c.listener.Addr().String()}, etcd...)
+	if len(cfg.EtcdEndpoints) == 0 {
+		protected = append(protected, cfg.EmbeddedEtcdPeer)
+	}
+	if cfg.DatabaseURL != "" {
+		protected = append(protected, cfg.DatabaseURL)
+	}
+	return egress.New(egress.Config{Allow: cfg.EgressAllow, Protected: protected, AllowLoopback: c.allEmbedded(), Resolver: c.opts.resolver})
+}
+
+// allEmbedded reports whether the console runs on its embedded defaults:
+// etcd and SQLite in the data dir.
+func (c *Console) allEmbedded() bool {
+	return len(c.Config.EtcdEndpoints) == 0 && c.Config.DatabaseURL == ""
 }
 
 // etcdReconnect is how the console's etcd client retries a lost connection:
@@ -315,6 +349,9 @@ func (c *Console) Describe(w io.Writer) {
 	fmt.Fprintf(w, "  namespace: %s\n  etcd:      %s\n  database:  %s\n", c.Config.Namespace, etcd, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
+	}
+	if c.Egress != nil && c.Egress.AllowsLoopback() {
+		fmt.Fprintf(w, "  egress:    loopback allowed for drill probes and webhooks (all-embedded mode); this console's own listener and etcd stay refused\n")
 	}
 }
 

@@ -79,6 +79,7 @@ func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarge
 		}
 		srv := httptest.NewServer(c.Middleware(opts)(serve))
 		t.Cleanup(srv.Close)
+		e.allowEgress(srv.Listener.Addr().String())
 		dt.clients, dt.urls = append(dt.clients, c), append(dt.urls, srv.URL+"/recommendations")
 	}
 	for _, c := range dt.clients {
@@ -540,7 +541,7 @@ func TestDrillBadInput(t *testing.T) {
 	c := e.start()
 	waitLeader(t, c)
 	const app = "shop-bad"
-	seedDrill(t, c, app, "http://127.0.0.1:1/recommendations", "")
+	seedDrill(t, c, app, "http://svc.invalid/recommendations", "")
 	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
 	base := "/api/v1/apps/" + app + "/drills"
 	probe := `"probes":[{"url":"http://svc/recommendations"}]`

@@ -76,6 +76,7 @@ func (e *env) startProcess(id string, env ...string) *process {
 		"SWITCHYARD_BOOTSTRAP_TOKEN="+adminToken,
 		"SWITCHYARD_CONSOLE_ID="+id,
 		"SWITCHYARD_RECONCILE_INTERVAL=500ms",
+		"SWITCHYARD_EGRESS_ALLOW="+strings.Join(e.egressAllow, ","),
 	)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -3,7 +3,10 @@ package drill
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Drill is a drill as stored.
@@ -49,13 +52,18 @@ type DrillView struct {
 	CreatedAt time.Time  `json:"created_at"`
 }
 
-// View returns the API representation as of now.
-func (d *Drill) View(now time.Time) DrillView {
+// View returns the API representation as of now for any reader (and the
+// audit log): probe header values and query strings hidden.
+func (d *Drill) View(now time.Time) DrillView { return d.ViewFor(now, false) }
+
+// ViewFor is View; full is true for those who may change the app, who also
+// see the probes' query strings. Header values are hidden from everyone.
+func (d *Drill) ViewFor(now time.Time, full bool) DrillView {
 	s, _ := d.spec()
 	v := DrillView{App: d.App, Name: d.Name, Spec: s, Enabled: d.Enabled, Version: d.Version, Reason: d.Reason,
 		UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt.UTC(), CreatedAt: d.CreatedAt.UTC()}
 	v.Spec.Enabled = nil
-	v.Spec = v.Spec.redacted()
+	v.Spec = v.Spec.redacted(full)
 	if pl, err := s.compile(); err == nil && d.Enabled {
 		from := now
 		if d.LastScheduledAt != nil && d.LastScheduledAt.After(now) {
@@ -148,16 +156,25 @@ type RunView struct {
 	Progress      *Progress  `json:"report"`
 }
 
-// View returns the report of the run.
-func (r *Run) View() RunView {
+// View returns the report of the run for any reader (and the audit log):
+// no answer excerpts, no probe query strings.
+func (r *Run) View() RunView { return r.ViewFor(false) }
+
+// ViewFor is View; full is true for those who may change the app, who also
+// see the answers' excerpts and the probes' query strings.
+func (r *Run) ViewFor(full bool) RunView {
 	var s Spec
 	_ = json.Unmarshal([]byte(r.Spec), &s)
+	p := r.progress()
+	if !full {
+		p.forReader()
+	}
 	return RunView{
 		ID: r.ID, App: r.App, Drill: r.Drill, Switch: r.SwitchName, Number: r.Number, Cause: r.Cause(),
 		DryRun: r.DryRun, StartedVia: r.StartedVia, StartedBy: r.StartedBy, StartedByKind: r.StartedByKind,
 		Reason: r.Reason, ScheduledFor: utc(r.ScheduledFor), Phase: r.Phase, Outcome: r.Outcome, Summary: r.Summary,
 		AbortRequest: r.AbortRequest, CreatedAt: r.CreatedAt.UTC(), StartedAt: utc(r.StartedAt),
-		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(), Progress: r.progress(),
+		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(full), Progress: p,
 	}
 }
 
@@ -180,15 +197,23 @@ func encode(p *Progress) string {
 	return string(b)
 }
 
-// redacted is s as shown to readers: probe header values (tokens, cookies)
-// are hidden; the stored spec keeps them.
-func (s Spec) redacted() Spec {
+// HiddenValue stands for a probe header value in every view; a PATCH that
+// sends it back keeps the stored value.
+const HiddenValue = "(hidden)"
+
+// redacted is s as shown: probe header values (tokens, cookies) are
+// hidden; for readers who may not change the app (full false) the probe
+// URLs' query strings too. The stored spec keeps them.
+func (s Spec) redacted(full bool) Spec {
 	probes := make([]Probe, len(s.Probes))
 	for i, p := range s.Probes {
+		if !full {
+			p.URL = egress.RedactQuery(p.URL)
+		}
 		if len(p.Headers) > 0 {
 			h := make(map[string]string, len(p.Headers))
 			for k := range p.Headers {
-				h[k] = "(hidden)"
+				h[k] = HiddenValue
 			}
 			p.Headers = h
 		}
@@ -196,4 +221,30 @@ func (s Spec) redacted() Spec {
 	}
 	s.Probes = probes
 	return s
+}
+
+// forReader removes what only those who may change the app see: answer
+// excerpts and probe query strings.
+func (p *Progress) forReader() {
+	for _, rounds := range [][]ProbeRound{p.Baseline, p.Degraded, p.After} {
+		for i := range rounds {
+			rounds[i].URL = egress.RedactQuery(rounds[i].URL)
+			if f := rounds[i].FirstFailure; f != nil {
+				c := *f
+				c.Body = ""
+				rounds[i].FirstFailure = &c
+			}
+		}
+	}
+	if p.Verdicts != nil {
+		for _, v := range p.Verdicts.all() {
+			kept := v.Details[:0:0]
+			for _, d := range v.Details {
+				if !strings.HasPrefix(d, firstFailingBody) {
+					kept = append(kept, d)
+				}
+			}
+			v.Details = kept
+		}
+	}
 }

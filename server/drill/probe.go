@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // ProbeRound is one round of a probe's requests and what they showed.
@@ -30,7 +32,8 @@ type ProbeRound struct {
 	P99MS float64 `json:"p99_ms"`
 	// SamplesMS are every request's latency, in order.
 	SamplesMS []float64 `json:"samples_ms"`
-	// FirstFailure is the first failing answer, body kept (up to 4 KiB).
+	// FirstFailure is the first failing answer, with an excerpt of its
+	// body (egress.Excerpt: at most 1 KiB, control characters removed).
 	FirstFailure *ProbeAnswer `json:"first_failure,omitempty"`
 }
 
@@ -42,20 +45,15 @@ type ProbeAnswer struct {
 	Body    string   `json:"body,omitempty"`
 }
 
-// keptBody bounds the failing body a report keeps.
-const keptBody = 4 << 10
-
 // readLimit bounds what is read of an answer.
 const readLimit = 1 << 20
 
-// prober sends probes.
+// prober sends probes through the egress guard: every connection is
+// checked where it is dialled, and a redirect is an answer, not followed.
 type prober struct{ client *http.Client }
 
-func newProber() *prober {
-	return &prober{client: &http.Client{
-		// A probe checks the endpoint it names: a redirect is an answer.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+func newProber(g *egress.Guard) *prober {
+	return &prober{client: g.Client(5 * time.Second)}
 }
 
 // round sends the probe's requests one after another and checks each.
@@ -100,7 +98,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 	}
 	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, body)
 	if err != nil {
-		return 0, ProbeAnswer{Error: err.Error()}
+		return 0, ProbeAnswer{Error: egress.Reason(err)}
 	}
 	for k, v := range p.Headers {
 		req.Header.Set(k, v)
@@ -109,7 +107,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 	start := time.Now()
 	res, err := pr.client.Do(req)
 	if err != nil {
-		return time.Since(start), ProbeAnswer{Error: err.Error()}
+		return time.Since(start), ProbeAnswer{Error: egress.Reason(err)}
 	}
 	raw, err := io.ReadAll(io.LimitReader(res.Body, readLimit))
 	res.Body.Close()
@@ -133,10 +131,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 		}
 	}
 	if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
-		ans.Body = string(raw)
-		if len(ans.Body) > keptBody {
-			ans.Body = ans.Body[:keptBody] + "…"
-		}
+		ans.Body = egress.Excerpt(raw, egress.MaxExcerpt)
 	}
 	return took, ans
 }
@@ -158,7 +153,7 @@ func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) 
 // describe says what a failing round showed, in one line.
 func (r ProbeRound) describe() string {
 	if r.FirstFailure == nil {
-		return fmt.Sprintf("%s %s: %d/%d as expected", r.Method, r.URL, r.Requests-r.Failures, r.Requests)
+		return fmt.Sprintf("%s %s: %d/%d as expected", r.Method, egress.RedactQuery(r.URL), r.Requests-r.Failures, r.Requests)
 	}
 	f := r.FirstFailure
 	what := fmt.Sprintf("status %d", f.Status)
@@ -168,5 +163,5 @@ func (r ProbeRound) describe() string {
 	case len(f.Missing) > 0:
 		what += ", missing " + strings.Join(f.Missing, ", ")
 	}
-	return fmt.Sprintf("%s %s: %d/%d failed (first: %s)", r.Method, r.URL, r.Failures, r.Requests, what)
+	return fmt.Sprintf("%s %s: %d/%d failed (first: %s)", r.Method, egress.RedactQuery(r.URL), r.Failures, r.Requests, what)
 }

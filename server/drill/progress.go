@@ -132,6 +132,9 @@ type Verdicts struct {
 	Recovers        Verdict `json:"recovers"`
 }
 
+// firstFailingBody opens the verdict detail that holds an answer's excerpt.
+const firstFailingBody = "first failing body: "
+
 // Verdict is one check: its result, one line why, and its evidence.
 type Verdict struct {
 	Result  string   `json:"result"`
@@ -378,7 +381,7 @@ func judgeFallback(p *Progress) Verdict {
 		if r.Failures > 0 {
 			bad = append(bad, r.describe())
 			if f := r.FirstFailure; f != nil && f.Body != "" {
-				details = append(details, "first failing body: "+f.Body)
+				details = append(details, firstFailingBody+f.Body)
 			}
 		}
 	}

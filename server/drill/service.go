@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
@@ -31,6 +33,9 @@ type Config struct {
 	// deletes within it.
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
+	// Egress guards the probes: every connection is checked where it is
+	// dialled (nil: egress.Strict, no allowlist).
+	Egress *egress.Guard
 }
 
 // DefaultLeaseTTL is the default Config.LeaseTTL.
@@ -56,7 +61,10 @@ func New(c Config) *Service {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber()}
+	if c.Egress == nil {
+		c.Egress = egress.Strict()
+	}
+	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress)}
 	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
@@ -122,9 +130,10 @@ func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
 	return &d, readErr(err, "drill "+app+"/"+name)
 }
 
-// validate checks a spec completely — its fields, the switch it drills and
-// the queries of its abort conditions — before anything is written.
-func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErrs) (*plan, error) {
+// validate checks a spec completely — its fields, the switch it drills,
+// the queries of its abort conditions and, when probes is set, what its
+// probes may reach and send — before anything is written.
+func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *Spec, probes bool, v fieldErrs) (*plan, error) {
 	if app == wire.GlobalApp {
 		v.add("app", "drills belong to one app; _global switches are not drilled")
 	}
@@ -158,6 +167,9 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 		}
 	}
 	for j, p := range sp.Probes {
+		if probes {
+			s.checkProbe(a, p, fmt.Sprintf("probes[%d]", j), &v)
+		}
 		for k, f := range p.RequiredFields {
 			if !wire.Printable(f) || len(f) > 500 {
 				v.add(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
@@ -170,13 +182,33 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 	return pl, nil
 }
 
+// checkProbe refuses, at save time, a probe whose literal host the egress
+// guard refuses (a name is checked when dialled), and a probe that could
+// change something — a method other than GET or HEAD, or headers of its
+// own — unless an admin saves it or an admin allowlisted its host.
+func (s *Service) checkProbe(a server.Actor, p Probe, f string, v *fieldErrs) {
+	if err := s.cfg.Egress.CheckURL(p.URL); err != nil {
+		v.add(f+".url", "%v", err)
+		return
+	}
+	if a.Role == server.RoleAdmin || s.cfg.Egress.Allowlisted(p.URL) {
+		return
+	}
+	if m := strings.ToUpper(p.Method); m != "" && m != http.MethodGet && m != http.MethodHead {
+		v.add(f+".method", "%s needs an admin, or a host an admin allowlisted (--egress-allow); others probe with GET or HEAD", m)
+	}
+	if len(p.Headers) > 0 {
+		v.add(f+".headers", "custom headers need an admin, or a host an admin allowlisted (--egress-allow)")
+	}
+}
+
 // Create adds a drill.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
 	var v fieldErrs
 	if !wire.ValidName(in.Name) {
 		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
-	pl, err := s.validate(ctx, app, &in.Spec, v)
+	pl, err := s.validate(ctx, a, app, &in.Spec, true, v)
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +271,12 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	if err := server.DecodeStrict(body, &sp); err != nil {
 		return nil, err
 	}
-	pl, err := s.validate(ctx, app, &sp, nil)
+	_, probes := rest["probes"]
+	var v fieldErrs
+	if old, err := cur.spec(); err == nil && probes {
+		keepHidden(&sp, old, &v)
+	}
+	pl, err := s.validate(ctx, a, app, &sp, probes, v)
 	if err != nil {
 		return nil, err
 	}
@@ -277,6 +314,28 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			return d.Target(), before, d.View(now), nil
 		}})
 	return out, err
+}
+
+// keepHidden puts the stored value back for every probe header a PATCH
+// sends as HiddenValue (what every view shows), matching the probe by its
+// place and URL: a client that edits one field and sends the rest back as
+// it read them keeps the secrets it never saw.
+func keepHidden(sp *Spec, old Spec, v *fieldErrs) {
+	for i := range sp.Probes {
+		p := &sp.Probes[i]
+		for k, val := range p.Headers {
+			if val != HiddenValue {
+				continue
+			}
+			if i < len(old.Probes) && old.Probes[i].URL == p.URL {
+				if stored, ok := old.Probes[i].Headers[k]; ok {
+					p.Headers[k] = stored
+					continue
+				}
+			}
+			v.add(fmt.Sprintf("probes[%d].headers", i), "%q: %s stands for a stored value, and this probe has none for it; send the value", k, HiddenValue)
+		}
+	}
 }
 
 // Delete removes a drill; its runs stay as history. A drill with a run in

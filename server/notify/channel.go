@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Formats of a channel's requests.
@@ -155,8 +156,9 @@ func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 }
 
 // validate checks every field of c (and the change's reason); the error
-// names each bad field.
-func (c *Channel) validate(reason string) error {
+// names each bad field. A URL whose literal host the egress guard refuses
+// is refused here; a name is checked when it is dialled.
+func (c *Channel) validate(reason string, g *egress.Guard) error {
 	var v fieldErrs
 	if !wire.ValidName(c.Name) {
 		v.add("name", "must match "+wire.NamePattern.String())
@@ -165,6 +167,8 @@ func (c *Channel) validate(reason string) error {
 		v.add("url", "must be an http:// or https:// URL with a host")
 	} else if len(c.URL) > maxURLLen || !wire.Printable(c.URL) {
 		v.add("url", "must be at most 2000 printable characters")
+	} else if err := g.CheckURL(c.URL); err != nil {
+		v.add("url", err.Error())
 	}
 	switch {
 	case c.Secret == "":

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Delivery states.
@@ -59,22 +59,6 @@ type result struct {
 
 func (r result) ok() bool { return r.Err == "" }
 
-// newClient is the HTTP client of deliveries: no redirects (a signed
-// request goes where the channel says, nowhere else), no idle connections
-// kept (deliveries are rare; nothing lingers after a shutdown), each
-// request bounded by the caller's context.
-func newClient() *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			TLSHandshakeTimeout: 5 * time.Second,
-			DisableKeepAlives:   true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
 // send makes one attempt: the signed request, bounded by timeout.
 func (s *Service) send(ctx context.Context, at attempt) result {
 	start := time.Now()
@@ -109,7 +93,7 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return result{Err: fmt.Sprintf("no answer within %v", s.cfg.Timeout)}
 		}
-		return result{Err: cleanErr(err)}
+		return result{Err: egress.Reason(err)}
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
@@ -118,23 +102,13 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 		return res
 	}
 	res.Err = "HTTP " + strconv.Itoa(resp.StatusCode)
-	if t := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "?")); t != "" {
+	if t := egress.Excerpt(snippet, 200); t != "" {
 		res.Err += ": " + t
 	}
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 		res.RetryAfter = time.Duration(secs) * time.Second
 	}
 	return res
-}
-
-// cleanErr drops the method and URL Go puts in front of a transport error:
-// the URL may carry a token, and the delivery log shows the error.
-func cleanErr(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // retryPolicy bounds the retries of a delivery.

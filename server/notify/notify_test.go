@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/notify"
 )
 
@@ -54,12 +55,15 @@ type fixture struct {
 	db    *gorm.DB
 	clock *clock
 	term  server.Term
+	// egress allowlists the receivers the test saves channels to, and
+	// nothing else.
+	egress *egress.Guard
 }
 
 func newFixture(t *testing.T, url string) *fixture {
 	t.Helper()
 	db := servertest.OpenDB(t, url, t.TempDir())
-	f := &fixture{db: db, clock: &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}, term: server.Term{Rev: 1, Holder: "test"}}
+	f := &fixture{db: db, clock: &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}, term: server.Term{Rev: 1, Holder: "test"}, egress: egress.Strict()}
 	f.svc = server.NewService(db, nil, server.WithClock(f.clock.Now))
 	f.claim(t, f.term)
 	return f
@@ -144,7 +148,12 @@ func (r *receiver) requests() []request {
 
 func (f *fixture) channel(t *testing.T, name, url string, events ...string) {
 	t.Helper()
-	if _, err := notify.New(f.svc, notify.Config{}).CreateChannel(context.Background(), admin, notify.ChannelInput{
+	if strings.HasPrefix(url, "http://127.0.0.1:") { // a receiver this test started
+		if err := f.egress.Allow(strings.TrimPrefix(url, "http://")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := notify.New(f.svc, notify.Config{Egress: f.egress}).CreateChannel(context.Background(), admin, notify.ChannelInput{
 		Name: name, URL: url, Secret: secret, Events: events, Reason: "test channel"}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +192,7 @@ func TestRetriesUntilDelivered(t *testing.T) {
 		other := newReceiver(t)
 		f.channel(t, "ops", rcv.srv.URL, string(notify.ExpiryReminder))
 		f.channel(t, "drills", other.srv.URL, string(notify.DrillFailed))
-		svc := notify.New(f.svc, notify.Config{MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
+		svc := notify.New(f.svc, notify.Config{Egress: f.egress, MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
 		job := svc.Job()
 		f.enqueue(t, "expiry/checkout/reco@1/expired", notify.ExpiryReminder)
 
@@ -255,7 +264,7 @@ func TestGivesUpAfterRetryFor(t *testing.T) {
 	}
 	rcv := newReceiver(t, always...)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute, RetryFor: 30 * time.Minute})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute, RetryFor: 30 * time.Minute})
 	job := svc.Job()
 	f.enqueue(t, "k1", notify.ExpiryEscalation)
 	for range 60 {
@@ -288,7 +297,7 @@ func TestHangingReceiverHoldsOneSlot(t *testing.T) {
 	rcv := newReceiver(t)
 	f.channel(t, "hole", "http://"+hole, notify.AllKinds)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Timeout: 3 * time.Second})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, Timeout: 3 * time.Second})
 	job := svc.Job()
 	f.enqueue(t, "k1", notify.ExpiryReminder)
 	began := time.Now()
@@ -372,7 +381,7 @@ func TestNewLeaderRetriesUnfinished(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
 	f.channel(t, "ops", slow.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Timeout: 2 * time.Second})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, Timeout: 2 * time.Second})
 	f.enqueue(t, "k1", notify.ExpiryReminder)
 
 	oldCtx, die := context.WithCancel(context.Background())
@@ -426,7 +435,7 @@ func TestSendTest(t *testing.T) {
 	ok, bad := newReceiver(t), newReceiver(t, 500)
 	f.channel(t, "ok", ok.srv.URL, string(notify.ChannelTest))
 	f.channel(t, "bad", bad.srv.URL, string(notify.ChannelTest))
-	svc := notify.New(f.svc, notify.Config{})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress})
 	d, err := svc.SendTest(ctx, admin, "ok")
 	if err != nil || d.Status != notify.StatusDelivered || d.Kind != string(notify.ChannelTest) || d.ResponseCode != 200 {
 		t.Fatalf("test of a good channel: %+v %v", d, err)
@@ -471,7 +480,7 @@ func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Retention: 24 * time.Hour})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, Retention: 24 * time.Hour})
 	job := svc.Job()
 	step := func() {
 		t.Helper()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Config tunes deliveries; zero fields take the defaults.
@@ -37,6 +38,9 @@ type Config struct {
 	// kept (default 30 days).
 	Retention time.Duration
 	Logger    *slog.Logger
+	// Egress guards the deliveries: every connection is checked where it
+	// is dialled (nil: egress.Strict, no allowlist).
+	Egress *egress.Guard
 }
 
 func (c *Config) defaults() {
@@ -59,6 +63,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Egress == nil {
+		c.Egress = egress.Strict()
 	}
 }
 
@@ -83,7 +90,7 @@ type Service struct {
 // New returns the channels service on svc's database.
 func New(svc *server.Service, cfg Config) *Service {
 	cfg.defaults()
-	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: newClient()}
+	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: cfg.Egress.Client(5 * time.Second)}
 }
 
 func mayManage(a server.Actor) error {
@@ -138,7 +145,7 @@ func (s *Service) CreateChannel(ctx context.Context, a server.Actor, in ChannelI
 	if ch.Format == "" {
 		ch.Format = FormatJSON
 	}
-	if err := ch.validate(in.Reason); err != nil {
+	if err := ch.validate(in.Reason, s.cfg.Egress); err != nil {
 		return nil, err
 	}
 	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelCreate, Reason: in.Reason,
@@ -174,7 +181,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			now := s.svc.Now()
 			next := *cur
 			p.apply(&next, now)
-			if err := next.validate(p.Reason); err != nil {
+			if err := next.validate(p.Reason, s.cfg.Egress); err != nil {
 				return "", nil, nil, err
 			}
 			if err := server.CheckVersion(p.Version, cur.Version); err != nil {

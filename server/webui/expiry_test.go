@@ -118,6 +118,9 @@ func TestChannelsPage(t *testing.T) {
 	var got atomic.Int64
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
 	t.Cleanup(rcv.Close)
+	if err := c.Egress.Allow(rcv.Listener.Addr().String()); err != nil { // the receiver this test started
+		t.Fatal(err)
+	}
 	cl := newClient(t, c)
 	cl.signIn("admin", bootstrapToken)
 	tok := cl.csrf("/ui/channels")
