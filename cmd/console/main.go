@@ -5,6 +5,7 @@
 //	console                                  serve (flags: console -h)
 //	console audit verify                     verify the audit hash chain
 //	console audit export --format jsonl|csv  write the audit log to stdout
+//	console etcd init-auth                   create etcd roles and users, enable auth
 package main
 
 import (
@@ -45,6 +46,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(cfg, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "etcd" {
+		return console.EtcdCommand(context.Background(), cfg, os.Getenv, args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned as one line; usage only on -h
@@ -90,6 +94,7 @@ func writeUsage(w io.Writer, fs *flag.FlagSet, cfg console.Config) {
   console [flags]                   serve the JSON API, the web console and the leader's jobs
   console audit verify [flags]      verify the audit log's hash chain
   console audit export [flags]      write the audit log to stdout (--format jsonl|csv)
+  console etcd init-auth [flags]    create the namespace's etcd roles and users, enable auth
 
 With no flags the console embeds etcd and SQLite in ./data and listens on
 127.0.0.1:8080. Every flag has the SWITCHYARD_* environment variable named

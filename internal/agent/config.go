@@ -24,6 +24,12 @@ type Config struct {
 	Labels          map[string]string // --labels / SWITCHYARD_LABELS, "k=v,k2=v2"
 	SnapshotDir     string            // --snapshot-dir / SWITCHYARD_SNAPSHOT_DIR
 	ShutdownTimeout time.Duration     // --shutdown-timeout / SWITCHYARD_SHUTDOWN_TIMEOUT
+	// Etcd is TLS and etcd credentials: --etcd-ca-file, --etcd-cert-file,
+	// --etcd-key-file, --etcd-server-name, --etcd-username,
+	// --etcd-password-file and SWITCHYARD_ETCD_PASSWORD (environment only),
+	// each with its SWITCHYARD_ETCD_* twin. The SDK role of `console etcd
+	// init-auth` is all the agent needs.
+	Etcd sdk.EtcdSecurity
 }
 
 // DefaultConfig returns the defaults: loopback listener, namespace
@@ -55,6 +61,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	})
 	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, `directory of the disk snapshot; --snapshot-dir="" keeps none`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
+	fs.StringVar(&c.Etcd.CAFile, "etcd-ca-file", c.Etcd.CAFile, "PEM file of the CA etcd's certificate is checked against (set: TLS to etcd)")
+	fs.StringVar(&c.Etcd.CertFile, "etcd-cert-file", c.Etcd.CertFile, "PEM client certificate file for etcd")
+	fs.StringVar(&c.Etcd.KeyFile, "etcd-key-file", c.Etcd.KeyFile, "PEM file of the client certificate's key")
+	fs.StringVar(&c.Etcd.ServerName, "etcd-server-name", c.Etcd.ServerName, "name etcd's certificate must carry, when not the endpoint's host")
+	fs.StringVar(&c.Etcd.Username, "etcd-username", c.Etcd.Username, "etcd user name (the SDK role of console etcd init-auth)")
+	fs.StringVar(&c.Etcd.PasswordFile, "etcd-password-file", c.Etcd.PasswordFile, "file holding the etcd user's password (or SWITCHYARD_ETCD_PASSWORD)")
 }
 
 // LoadEnv overrides fields from SWITCHYARD_* environment variables.
@@ -71,6 +83,13 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 		return err
 	})
 	e.Duration("SWITCHYARD_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout)
+	e.String("SWITCHYARD_ETCD_CA_FILE", &c.Etcd.CAFile)
+	e.String("SWITCHYARD_ETCD_CERT_FILE", &c.Etcd.CertFile)
+	e.String("SWITCHYARD_ETCD_KEY_FILE", &c.Etcd.KeyFile)
+	e.String("SWITCHYARD_ETCD_SERVER_NAME", &c.Etcd.ServerName)
+	e.String("SWITCHYARD_ETCD_USERNAME", &c.Etcd.Username)
+	e.String("SWITCHYARD_ETCD_PASSWORD", &c.Etcd.Password)
+	e.String("SWITCHYARD_ETCD_PASSWORD_FILE", &c.Etcd.PasswordFile)
 	return e.Err()
 }
 
@@ -94,6 +113,9 @@ func (c *Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--shutdown-timeout: must be positive"))
 	}
+	if err := c.Etcd.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--etcd-*: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
@@ -106,6 +128,7 @@ func (c *Config) SDKConfig() sdk.Config {
 		InstanceID:  c.InstanceID,
 		Labels:      c.Labels,
 		SnapshotDir: c.SnapshotDir,
+		Security:    c.Etcd,
 	}
 }
 

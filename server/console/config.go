@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
+	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -69,6 +70,12 @@ type Config struct {
 	// TriggerInterval is how often the leader evaluates every auto-trigger
 	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
 	TriggerInterval time.Duration
+	// Etcd is how the console's etcd client checks etcd and proves who it
+	// is: --etcd-ca-file, --etcd-cert-file, --etcd-key-file,
+	// --etcd-server-name, --etcd-username, --etcd-password-file and
+	// SWITCHYARD_ETCD_PASSWORD (environment only), each with its
+	// SWITCHYARD_ETCD_* twin.
+	Etcd sdk.EtcdSecurity
 	// EgressAllow names what drill probes and webhook deliveries may reach
 	// although the egress guard refuses it (loopback, private, link-local,
 	// metadata, the console's own endpoints): CIDRs or host:port;
@@ -133,6 +140,13 @@ func (c *Config) settings() []setting {
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
 		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
+		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile)},
+		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile)},
+		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile)},
+		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName)},
+		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
+		{"", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password (or SWITCHYARD_ETCD_PASSWORD_FILE)", (*stringValue)(&c.Etcd.Password)},
+		{"etcd-password-file", "SWITCHYARD_ETCD_PASSWORD_FILE", "`file` holding the etcd user's password", (*stringValue)(&c.Etcd.PasswordFile)},
 		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
 }
@@ -266,6 +280,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")
+	}
+	if err := c.Etcd.Validate(); err != nil {
+		bad("etcd-username", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if _, err := egress.New(egress.Config{Allow: c.EgressAllow}); err != nil {
 		bad("egress-allow", "%v", err)

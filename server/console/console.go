@@ -27,6 +27,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
+	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/egress"
@@ -157,12 +158,7 @@ func (c *Console) open(ctx context.Context) error {
 		}
 		endpoints = []string{c.embedded.Endpoint}
 	}
-	c.Etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)},
-	})
-	if err != nil {
+	if c.Etcd, err = EtcdClient(endpoints, cfg.Etcd); err != nil {
 		return hint(fmt.Errorf("console: etcd client: %w", err), "check", "etcd-endpoints")
 	}
 	if c.Egress, err = c.egressGuard(endpoints); err != nil {
@@ -248,6 +244,21 @@ func (c *Console) egressGuard(etcd []string) (*egress.Guard, error) {
 // etcd and SQLite in the data dir.
 func (c *Console) allEmbedded() bool {
 	return len(c.Config.EtcdEndpoints) == 0 && c.Config.DatabaseURL == ""
+}
+
+// EtcdClient is the console's etcd client (also its commands'): TLS and
+// credentials from sec. With a user name, etcd's client authenticates
+// before it returns, so a console with auth on needs etcd at start.
+func EtcdClient(endpoints []string, sec sdk.EtcdSecurity) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)},
+	}
+	if err := sec.Apply(&cfg); err != nil {
+		return nil, err
+	}
+	return clientv3.New(cfg)
 }
 
 // etcdReconnect is how the console's etcd client retries a lost connection:
