@@ -6,6 +6,7 @@
 //	console audit verify                     verify the audit hash chain
 //	console audit export --format jsonl|csv  write the audit log to stdout
 //	console etcd init-auth                   create etcd roles and users, enable auth
+//	console secrets rotate                   seal every secret under the key file's first key
 package main
 
 import (
@@ -46,6 +47,9 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(cfg, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "secrets" {
+		return console.SecretsCommand(context.Background(), cfg, args[1:], stdout)
 	}
 	if len(args) > 0 && args[0] == "etcd" {
 		return console.EtcdCommand(context.Background(), cfg, os.Getenv, args[1:], stdout)
@@ -95,6 +99,7 @@ func writeUsage(w io.Writer, fs *flag.FlagSet, cfg console.Config) {
   console audit verify [flags]      verify the audit log's hash chain
   console audit export [flags]      write the audit log to stdout (--format jsonl|csv)
   console etcd init-auth [flags]    create the namespace's etcd roles and users, enable auth
+  console secrets rotate [flags]    seal every stored secret under the key file's first key
 
 With no flags the console embeds etcd and SQLite in ./data and listens on
 127.0.0.1:8080. Every flag has the SWITCHYARD_* environment variable named

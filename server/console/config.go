@@ -76,6 +76,12 @@ type Config struct {
 	// SWITCHYARD_ETCD_PASSWORD (environment only), each with its
 	// SWITCHYARD_ETCD_* twin.
 	Etcd sdk.EtcdSecurity
+	// SecretKeyFile holds the keys that seal channel secrets and probe
+	// header values at rest (see server/seal); --secret-key-file /
+	// SWITCHYARD_SECRET_KEY_FILE. Empty: on the embedded defaults a key
+	// file is generated into the data dir; otherwise secrets are not
+	// sealed, and the console says so at start.
+	SecretKeyFile string
 	// EgressAllow names what drill probes and webhook deliveries may reach
 	// although the egress guard refuses it (loopback, private, link-local,
 	// metadata, the console's own endpoints): CIDRs or host:port;
@@ -147,6 +153,7 @@ func (c *Config) settings() []setting {
 		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
 		{"", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password (or SWITCHYARD_ETCD_PASSWORD_FILE)", (*stringValue)(&c.Etcd.Password)},
 		{"etcd-password-file", "SWITCHYARD_ETCD_PASSWORD_FILE", "`file` holding the etcd user's password", (*stringValue)(&c.Etcd.PasswordFile)},
+		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
 		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/lead"
+	"github.com/switchyard-io/switchyard/server/seal"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
@@ -52,6 +53,9 @@ type Console struct {
 	Engine  *gin.Engine
 	// Egress guards what drill probes and webhook deliveries reach.
 	Egress *egress.Guard
+	// Keys seal channel secrets and probe header values at rest; nil when
+	// no key file is configured outside the embedded defaults.
+	Keys *seal.Keyring
 	// GeneratedToken is the bootstrap admin token generated at this start,
 	// or "" when one was configured or already existed.
 	GeneratedToken string
@@ -161,6 +165,9 @@ func (c *Console) open(ctx context.Context) error {
 	if c.Etcd, err = EtcdClient(endpoints, cfg.Etcd); err != nil {
 		return hint(fmt.Errorf("console: etcd client: %w", err), "check", "etcd-endpoints")
 	}
+	if c.Keys, err = LoadKeys(cfg); err != nil {
+		return hint(fmt.Errorf("console: %w", err), "check", "secret-key-file")
+	}
 	if c.Egress, err = c.egressGuard(endpoints); err != nil {
 		return hint(fmt.Errorf("console: %w", err), "change", "egress-allow")
 	}
@@ -238,6 +245,20 @@ func (c *Console) egressGuard(etcd []string) (*egress.Guard, error) {
 		protected = append(protected, cfg.DatabaseURL)
 	}
 	return egress.New(egress.Config{Allow: cfg.EgressAllow, Protected: protected, AllowLoopback: c.allEmbedded(), Resolver: c.opts.resolver})
+}
+
+// LoadKeys reads the configured key file; without one, on the embedded
+// defaults, it makes (once) and reads <data-dir>/secret.key. Elsewhere
+// without one it returns nil: secrets are stored as given.
+func LoadKeys(cfg Config) (*seal.Keyring, error) {
+	if cfg.SecretKeyFile != "" {
+		return seal.Load(cfg.SecretKeyFile)
+	}
+	if len(cfg.EtcdEndpoints) == 0 && cfg.DatabaseURL == "" {
+		k, _, err := seal.Ensure(filepath.Join(cfg.DataDir, "secret.key"))
+		return k, err
+	}
+	return nil, nil
 }
 
 // allEmbedded reports whether the console runs on its embedded defaults:
@@ -360,6 +381,9 @@ func (c *Console) Describe(w io.Writer) {
 	fmt.Fprintf(w, "  namespace: %s\n  etcd:      %s\n  database:  %s\n", c.Config.Namespace, etcd, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
+	}
+	if c.Keys == nil {
+		fmt.Fprintf(w, "  secrets:   NOT sealed at rest: set --secret-key-file or SWITCHYARD_SECRET_KEY_FILE (see docs/production.md)\n")
 	}
 	if c.Egress != nil && c.Egress.AllowsLoopback() {
 		fmt.Fprintf(w, "  egress:    loopback allowed for drill probes and webhooks (all-embedded mode); this console's own listener and etcd stay refused\n")

@@ -31,7 +31,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
-		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress})
+		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress, Keys: c.Keys})
 	c.Scheduler.Add(drills.Job())
 	ad.Drills, wd.Drills = drills, drills
 
@@ -45,7 +45,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
 		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
 	}))
-	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log, Egress: c.Egress})
+	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log, Egress: c.Egress, Keys: c.Keys})
 	c.Scheduler.Add(channels.Job())
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels

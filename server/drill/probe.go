@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/server/egress"
+	"github.com/switchyard-io/switchyard/server/seal"
 )
 
 // ProbeRound is one round of a probe's requests and what they showed.
@@ -50,10 +51,14 @@ const readLimit = 1 << 20
 
 // prober sends probes through the egress guard: every connection is
 // checked where it is dialled, and a redirect is an answer, not followed.
-type prober struct{ client *http.Client }
+// Header values are stored sealed and opened only here, for the request.
+type prober struct {
+	client *http.Client
+	keys   *seal.Keyring
+}
 
-func newProber(g *egress.Guard) *prober {
-	return &prober{client: g.Client(5 * time.Second)}
+func newProber(g *egress.Guard, keys *seal.Keyring) *prober {
+	return &prober{client: g.Client(5 * time.Second), keys: keys}
 }
 
 // round sends the probe's requests one after another and checks each.
@@ -101,7 +106,11 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 		return 0, ProbeAnswer{Error: egress.Reason(err)}
 	}
 	for k, v := range p.Headers {
-		req.Header.Set(k, v)
+		plain, err := pr.keys.Open(v)
+		if err != nil {
+			return 0, ProbeAnswer{Error: "header " + k + ": " + err.Error()}
+		}
+		req.Header.Set(k, plain)
 	}
 	req.Header.Set("User-Agent", "switchyard-drill")
 	start := time.Now()

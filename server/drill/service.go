@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/seal"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	// deletes within it.
 	LeaseTTL time.Duration
 	Logger   *slog.Logger
+	// Keys seal the probes' header values at rest, in the drill and in
+	// every run's copy of its spec (nil: stored as given).
+	Keys *seal.Keyring
 	// Egress guards the probes: every connection is checked where it is
 	// dialled (nil: egress.Strict, no allowlist).
 	Egress *egress.Guard
@@ -64,7 +68,7 @@ func New(c Config) *Service {
 	if c.Egress == nil {
 		c.Egress = egress.Strict()
 	}
-	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress)}
+	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress, c.Keys)}
 	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
@@ -208,12 +212,13 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	if !wire.ValidName(in.Name) {
 		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
+	keepHidden(&in.Spec, Spec{}, &v) // nothing is stored yet: (hidden) and sealed-looking values are refused
 	pl, err := s.validate(ctx, a, app, &in.Spec, true, v)
 	if err != nil {
 		return nil, err
 	}
 	now := s.cfg.Service.Now()
-	spec, _ := json.Marshal(in.Spec)
+	spec, _ := json.Marshal(sealHeaders(in.Spec, s.cfg.Keys))
 	d := &Drill{App: app, Name: in.Name, SwitchName: in.Switch, Spec: string(spec), Enabled: pl.enabled,
 		LastScheduledAt: &now, Version: 1, Reason: strings.TrimSpace(in.Reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillCreate, Reason: in.Reason, App: app,
@@ -293,7 +298,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			before := d.View(now)
 			old, _ := d.spec()
-			spec, _ := json.Marshal(sp)
+			spec, _ := json.Marshal(sealHeaders(sp, s.cfg.Keys))
 			d.Spec, d.SwitchName, d.Enabled = string(spec), sp.Switch, pl.enabled
 			if old.Schedule != sp.Schedule || old.Timezone != sp.Timezone || !d.Enabled {
 				d.LastScheduledAt = &now // a new schedule starts from now: nothing is owed
@@ -316,6 +321,68 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	return out, err
 }
 
+// sealHeaders returns sp with every probe header value sealed (values
+// already sealed, such as those keepHidden put back, stay as they are).
+func sealHeaders(sp Spec, keys *seal.Keyring) Spec {
+	probes := make([]Probe, len(sp.Probes))
+	for i, p := range sp.Probes {
+		if len(p.Headers) > 0 {
+			h := make(map[string]string, len(p.Headers))
+			for k, v := range p.Headers {
+				if !seal.IsSealed(v) {
+					v = keys.Seal(v)
+				}
+				h[k] = v
+			}
+			p.Headers = h
+		}
+		probes[i] = p
+	}
+	sp.Probes = probes
+	return sp
+}
+
+// Reseal seals the probe header values of every drill, and of every run's
+// copy of its drill's spec, under keys' first key; it returns how many
+// rows it changed. `console secrets rotate` runs it.
+func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
+	n := 0
+	for _, table := range []string{"drills", "drill_runs"} {
+		var rows []struct {
+			ID   int64
+			Spec string
+		}
+		if err := db.WithContext(ctx).Table(table).Select("id, spec").Find(&rows).Error; err != nil {
+			return n, err
+		}
+		for _, r := range rows {
+			var sp Spec
+			if json.Unmarshal([]byte(r.Spec), &sp) != nil {
+				continue
+			}
+			changed := false
+			for i := range sp.Probes {
+				for k, v := range sp.Probes[i].Headers {
+					out, ch, err := keys.Reseal(v)
+					if err != nil {
+						return n, fmt.Errorf("%s %d: header %s: %w", table, r.ID, k, err)
+					}
+					sp.Probes[i].Headers[k], changed = out, changed || ch
+				}
+			}
+			if !changed {
+				continue
+			}
+			b, _ := json.Marshal(sp)
+			if err := db.WithContext(ctx).Table(table).Where("id = ?", r.ID).Update("spec", string(b)).Error; err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
 // keepHidden puts the stored value back for every probe header a PATCH
 // sends as HiddenValue (what every view shows), matching the probe by its
 // place and URL: a client that edits one field and sends the rest back as
@@ -324,6 +391,10 @@ func keepHidden(sp *Spec, old Spec, v *fieldErrs) {
 	for i := range sp.Probes {
 		p := &sp.Probes[i]
 		for k, val := range p.Headers {
+			if seal.IsSealed(val) {
+				v.add(fmt.Sprintf("probes[%d].headers", i), "%q: a value may not start with %q", k, seal.Prefix)
+				continue
+			}
 			if val != HiddenValue {
 				continue
 			}

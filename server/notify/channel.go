@@ -136,12 +136,17 @@ type ChannelPatch struct {
 	Format  *string   `json:"format"`
 }
 
-// apply copies the patch onto c; now is when a new secret was set.
+// HiddenSecret is how a client that read a channel may send its secret
+// back: the stored secret stays.
+const HiddenSecret = "(hidden)"
+
+// apply copies the patch onto c; now is when a new secret was set. A
+// secret of "" or HiddenSecret keeps the stored one.
 func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 	if p.URL != nil {
 		c.URL = strings.TrimSpace(*p.URL)
 	}
-	if p.Secret != nil {
+	if p.Secret != nil && *p.Secret != "" && *p.Secret != HiddenSecret {
 		c.Secret, c.SecretSetAt = *p.Secret, now
 	}
 	if p.Events != nil {

@@ -78,12 +78,16 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 	if err != nil {
 		return result{Err: "request: " + err.Error()}
 	}
+	secret, err := s.cfg.Keys.Open(at.ch.Secret)
+	if err != nil {
+		return result{Err: err.Error()}
+	}
 	ts := s.svc.Now().Unix()
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "Switchyard-Notify/1")
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, Sign(at.ch.Secret, ts, body))
+	h.Set(HeaderSignature, Sign(secret, ts, body))
 	h.Set(HeaderEvent, at.ev.Kind)
 	h.Set(HeaderDelivery, strconv.FormatInt(at.d.ID, 10))
 	h.Set(HeaderAttempt, strconv.Itoa(at.d.Attempts))

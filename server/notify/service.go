@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/egress"
+	"github.com/switchyard-io/switchyard/server/seal"
 )
 
 // Config tunes deliveries; zero fields take the defaults.
@@ -38,6 +39,8 @@ type Config struct {
 	// kept (default 30 days).
 	Retention time.Duration
 	Logger    *slog.Logger
+	// Keys seal the channels' secrets at rest (nil: stored as given).
+	Keys *seal.Keyring
 	// Egress guards the deliveries: every connection is checked where it
 	// is dialled (nil: egress.Strict, no allowlist).
 	Egress *egress.Guard
@@ -148,6 +151,7 @@ func (s *Service) CreateChannel(ctx context.Context, a server.Actor, in ChannelI
 	if err := ch.validate(in.Reason, s.cfg.Egress); err != nil {
 		return nil, err
 	}
+	ch.Secret = s.cfg.Keys.Seal(ch.Secret)
 	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelCreate, Reason: in.Reason,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			stamp(ch, a, in.Reason, 1, now)
@@ -180,10 +184,14 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			}
 			now := s.svc.Now()
 			next := *cur
+			if next.Secret, err = s.cfg.Keys.Open(cur.Secret); err != nil {
+				return "", nil, nil, fmt.Errorf("%w: channel %s: %w", server.ErrUnavailable, name, err)
+			}
 			p.apply(&next, now)
 			if err := next.validate(p.Reason, s.cfg.Egress); err != nil {
 				return "", nil, nil, err
 			}
+			next.Secret = s.cfg.Keys.Seal(next.Secret)
 			if err := server.CheckVersion(p.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
@@ -343,4 +351,29 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (De
 		return DeliveryView{}, fmt.Errorf("%w: the test delivery is not in the log", server.ErrUnavailable)
 	}
 	return list[0], nil
+}
+
+// Reseal seals every channel secret under keys' first key (opening it with
+// whichever key sealed it, or taking it as stored before sealing was on)
+// and returns how many it changed. `console secrets rotate` runs it.
+func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
+	var list []Channel
+	if err := db.WithContext(ctx).Find(&list).Error; err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ch := range list {
+		out, changed, err := keys.Reseal(ch.Secret)
+		if err != nil {
+			return n, fmt.Errorf("channel %s: %w", ch.Name, err)
+		}
+		if !changed {
+			continue
+		}
+		if err := db.WithContext(ctx).Model(&Channel{}).Where("id = ?", ch.ID).Update("secret", out).Error; err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
