@@ -82,6 +82,12 @@ type Config struct {
 	// file is generated into the data dir; otherwise secrets are not
 	// sealed, and the console says so at start.
 	SecretKeyFile string
+	// TLSCert and TLSKey make the console serve HTTPS (PEM files, reloaded
+	// when they change): --tls-cert, --tls-key / SWITCHYARD_TLS_CERT,
+	// SWITCHYARD_TLS_KEY. Sign-in cookies are then Secure and answers carry
+	// HSTS. Behind a TLS-terminating proxy leave them empty and list the
+	// proxy in TrustedProxies.
+	TLSCert, TLSKey string
 	// EgressAllow names what drill probes and webhook deliveries may reach
 	// although the egress guard refuses it (loopback, private, link-local,
 	// metadata, the console's own endpoints): CIDRs or host:port;
@@ -153,6 +159,8 @@ func (c *Config) settings() []setting {
 		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
 		{"", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password (or SWITCHYARD_ETCD_PASSWORD_FILE)", (*stringValue)(&c.Etcd.Password)},
 		{"etcd-password-file", "SWITCHYARD_ETCD_PASSWORD_FILE", "`file` holding the etcd user's password", (*stringValue)(&c.Etcd.PasswordFile)},
+		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert)},
+		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey)},
 		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
 		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
@@ -287,6 +295,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert", "--tls-cert and --tls-key go together")
 	}
 	if err := c.Etcd.Validate(); err != nil {
 		bad("etcd-username", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -64,6 +65,7 @@ type Console struct {
 	listener net.Listener
 	http     *http.Server
 	embedded *embedetcd.Server
+	certs    *certReloader // nil: plain HTTP
 	// dataDirLock keeps a second console off this one's data dir.
 	dataDirLock *fileutil.LockedFile
 	ui          *webui.UI
@@ -127,7 +129,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*
 	go func() { defer c.wg.Done(); c.Fleet.Run(runCtx, c.Etcd) }()
 	go func() {
 		defer c.wg.Done()
-		if err := c.http.Serve(c.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		l := c.listener
+		if c.certs != nil {
+			c.http.TLSConfig = c.certs.tlsConfig()
+			l = tls.NewListener(l, c.http.TLSConfig)
+		}
+		if err := c.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("console: serve", "err", err)
 		}
 	}()
@@ -142,6 +149,11 @@ func (c *Console) open(ctx context.Context) error {
 	var err error
 	if c.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return hint(fmt.Errorf("console: HTTP listener: %w", err), "change", "listen")
+	}
+	if cfg.TLSCert != "" {
+		if c.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, c.log); err != nil {
+			return hint(err, "check", "tls-cert")
+		}
 	}
 	embedded := len(cfg.EtcdEndpoints) == 0
 	if embedded || cfg.DatabaseURL == "" {
@@ -210,6 +222,9 @@ func (c *Console) open(ctx context.Context) error {
 	// API and the web UI alike; handlers pass c.Request.Context() on, never
 	// the pooled gin context (a database goroutine may outlive the request).
 	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
+	if c.certs != nil {
+		c.Engine.Use(hsts)
+	}
 	// Client addresses go into audit events: believe X-Forwarded-For only
 	// from configured proxies.
 	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -368,8 +383,13 @@ func withConnectTimeout(dbURL string) string {
 // Addr is the address the API listens on.
 func (c *Console) Addr() string { return c.listener.Addr().String() }
 
-// URL is the base URL of the API.
-func (c *Console) URL() string { return "http://" + c.Addr() }
+// URL is the base URL of the API (https:// when the console serves TLS).
+func (c *Console) URL() string {
+	if c.certs != nil {
+		return "https://" + c.Addr()
+	}
+	return "http://" + c.Addr()
+}
 
 // Describe prints where the console listens and what it uses.
 func (c *Console) Describe(w io.Writer) {
