@@ -82,6 +82,8 @@ const (
 	ChannelCreate Action = "channel.create"
 	ChannelUpdate Action = "channel.update"
 	ChannelDelete Action = "channel.delete"
+	// ChannelTest is an admin's test send to a channel.
+	ChannelTest Action = "channel.test"
 )
 
 // Drift is the reconciler's repair of an etcd key that differed from the
@@ -97,7 +99,7 @@ var Actions = []Action{
 	RolloutCreate, RolloutPause, RolloutResume, RolloutAbort, RolloutAdvance, RolloutDone, RolloutRevert,
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
-	ChannelCreate, ChannelUpdate, ChannelDelete,
+	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
 	Drift,
 }
 

@@ -141,12 +141,12 @@ type ChannelPatch struct {
 const HiddenSecret = "(hidden)"
 
 // apply copies the patch onto c; now is when a new secret was set. A
-// secret of "" or HiddenSecret keeps the stored one.
+// secret of HiddenSecret keeps the stored one.
 func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 	if p.URL != nil {
 		c.URL = strings.TrimSpace(*p.URL)
 	}
-	if p.Secret != nil && *p.Secret != "" && *p.Secret != HiddenSecret {
+	if p.Secret != nil && *p.Secret != HiddenSecret {
 		c.Secret, c.SecretSetAt = *p.Secret, now
 	}
 	if p.Events != nil {

@@ -310,9 +310,13 @@ func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryV
 // SendTest sends a channel.test event to channel name now, from this
 // console, once (no retries), and returns its entry in the delivery log:
 // what an admin needs to know whether the receiver accepts our requests.
-func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (DeliveryView, error) {
+// It takes a reason and is audited like every other write.
+func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason string) (DeliveryView, error) {
 	if err := mayManage(a); err != nil {
 		return DeliveryView{}, err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return DeliveryView{}, &server.ValidationError{Fields: []*server.FieldError{{Field: "reason", Msg: "is required: say why you make this change"}}}
 	}
 	ch, err := s.GetChannel(ctx, name)
 	if err != nil {
@@ -325,17 +329,21 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (De
 		Body:  "Sent by " + a.Name + " with the channel's secret; a receiver that verified the signature accepts the events it subscribes to.",
 		Data:  `{"channel":"` + ch.Name + `"}`, CreatedAt: now, DispatchedAt: &now,
 	}}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&at.ev).Error; err != nil {
-			return err
-		}
-		lease := now.Add(s.cfg.lease())
-		at.d = delivery{NotificationID: at.ev.ID, ChannelID: ch.ID, Status: StatusSending, Attempts: 1,
-			LastAttemptAt: &now, NextAttemptAt: &lease, CreatedAt: now}
-		return tx.Create(&at.d).Error
-	})
+	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: reason,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := tx.Create(&at.ev).Error; err != nil {
+				return "", nil, nil, err
+			}
+			lease := now.Add(s.cfg.lease())
+			at.d = delivery{NotificationID: at.ev.ID, ChannelID: ch.ID, Status: StatusSending, Attempts: 1,
+				LastAttemptAt: &now, NextAttemptAt: &lease, CreatedAt: now}
+			if err := tx.Create(&at.d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return ch.Target(), nil, map[string]any{"test_delivery": at.d.ID, "url": RedactURL(ch.URL)}, nil
+		}})
 	if err != nil {
-		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+		return DeliveryView{}, err
 	}
 	res := s.send(ctx, at)
 	// A test is tried once: the admin sees the answer now. Its outcome is

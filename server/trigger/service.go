@@ -11,6 +11,8 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/limit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -29,6 +31,8 @@ type Config struct {
 	// (nil: such rules are refused).
 	Plans  Planner
 	Logger *slog.Logger
+	// Clock is the previews' rate limit clock (nil: the system's).
+	Clock limit.Clock
 }
 
 // Planner is what a rule whose rollout is a staged-rollout template needs
@@ -51,6 +55,26 @@ type Service struct {
 	plans    Planner
 	log      *slog.Logger
 	wake     chan struct{}
+	previews *limit.Keyed // per actor
+}
+
+// Preview limits, per actor.
+const (
+	PreviewsPerMinute = 10
+	PreviewBurst      = 10
+)
+
+// newPreviewLimit is the token bucket of previews, keyed by actor.
+func newPreviewLimit(clock limit.Clock) *limit.Keyed {
+	k, err := limit.NewKeyed(&wire.LimitRule{
+		App: "switchyard-console", Resource: "trigger-preview", Kind: wire.KindTokenBucket,
+		Mode: wire.ModeEnforce, Scope: wire.ScopeInstance, Rate: PreviewsPerMinute / 60.0, Burst: PreviewBurst,
+		KeyBy: wire.KeyBy{Source: "context", MaxKeys: 10_000, TTL: wire.Duration(30 * time.Minute)},
+	}, clock)
+	if err != nil {
+		panic("trigger: preview limit rule: " + err.Error()) // a constant rule; cannot fail
+	}
+	return k
 }
 
 // New returns the trigger service on the console's service and metric
@@ -62,7 +86,8 @@ func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, log: cfg.Logger, wake: make(chan struct{}, 1),
+		previews: newPreviewLimit(cfg.Clock)}
 }
 
 // Interval is the evaluation period.

@@ -108,7 +108,8 @@ func (p channelPages) remove(c *gin.Context) {
 // test sends a test event now and shows what the receiver answered.
 func (p channelPages) test(c *gin.Context) {
 	name := c.Param("channel")
-	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name)
+	fp := &formParser{c: c}
+	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, fp.str("reason"))
 	if err != nil {
 		p.show(c, 0, "test:"+name, err, nil)
 		return

@@ -140,7 +140,7 @@ func TestChannelsPage(t *testing.T) {
 	if strings.Contains(body, "a-secret-never-shown-1") || !strings.Contains(body, "<code>"+rcv.URL+"/…</code>") {
 		t.Fatalf("the channel list shows the secret or the URL's path\n%s", body)
 	}
-	status, _, body = cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}})
+	status, _, body = cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}, "reason": {"check the receiver"}})
 	if status != http.StatusOK || !strings.Contains(body, "Test of <strong>ops</strong>: delivered, HTTP 200") || got.Load() != 1 {
 		t.Fatalf("send test: %d, %d requests\n%s", status, got.Load(), body)
 	}

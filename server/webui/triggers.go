@@ -3,6 +3,7 @@ package webui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -265,10 +266,15 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	if err == nil {
 		e.Evals, err = t.svc.Evaluations(ctx, app, name, 50)
 	}
-	if err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" {
+	if a := actor(c); err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" && a.CanWrite(app) {
 		// The chart is no live region: a live refresh does not ask the
-		// source for hours of history again.
-		e.Preview, err = t.preview(ctx, app, v.Input(), vals["range"])
+		// source for hours of history again. Only those who may change
+		// the app get it (a preview queries with the console's
+		// credentials), and a page past the preview limit shows none.
+		e.Preview, err = t.preview(ctx, a, app, v.Input(), vals["range"])
+		if errors.Is(err, server.ErrRateLimited) {
+			err = nil
+		}
 	}
 	if ferr == nil && err != nil {
 		form, ferr = "page", err
@@ -281,8 +287,8 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 }
 
 // preview evaluates in over rng (default 6h) and draws it.
-func (t *triggerPages) preview(ctx context.Context, app string, in trigger.Input, rng string) (*previewView, error) {
-	pv, err := t.svc.Preview(ctx, app, trigger.PreviewInput{Rule: in, Range: rng})
+func (t *triggerPages) preview(ctx context.Context, a server.Actor, app string, in trigger.Input, rng string) (*previewView, error) {
+	pv, err := t.svc.Preview(ctx, a, app, trigger.PreviewInput{Rule: in, Range: rng})
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +312,7 @@ func (t *triggerPages) create(c *gin.Context) {
 		return
 	}
 	if c.PostForm("action") == "preview" {
-		pv, err := t.preview(c.Request.Context(), app, in, vals["range"])
+		pv, err := t.preview(c.Request.Context(), actor(c), app, in, vals["range"])
 		if err != nil {
 			t.h.fail(c, "trigger", p, "rule", err)
 			return
@@ -353,7 +359,7 @@ func (t *triggerPages) edit(c *gin.Context) {
 
 // renderPreview shows the rule's page with the editor's draft previewed.
 func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Input, vals map[string]string) {
-	pv, err := t.preview(c.Request.Context(), app, in, vals["range"])
+	pv, err := t.preview(c.Request.Context(), actor(c), app, in, vals["range"])
 	if err != nil {
 		t.renderRule(c, 0, "rule", err, vals)
 		return
