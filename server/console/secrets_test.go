@@ -59,7 +59,16 @@ func TestSecretsSealed(t *testing.T) {
 		}
 	}
 	writeKeys(keyA)
-	withKeys := func(c *console.Config) { c.SecretKeyFile = keyFile; c.ElectionTTL = 5 * time.Second }
+	// The test database trusts every local connection, so a password in
+	// its URL is ignored by Postgres but must not be shown by the console.
+	const dbPassword = "db-password-8152"
+	dbURL := strings.Replace(e.pgURL, "postgres@", "postgres:"+dbPassword+"@", 1)
+	if dbURL == e.pgURL {
+		t.Fatalf("cannot put a password in %s", e.pgURL)
+	}
+	withKeys := func(c *console.Config) {
+		c.SecretKeyFile, c.DatabaseURL, c.ElectionTTL = keyFile, dbURL, 5*time.Second
+	}
 
 	var sentHeader atomic.Value
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -138,7 +147,10 @@ func TestSecretsSealed(t *testing.T) {
 	works(c)
 
 	// No secret in any answer, audit event or log line.
-	secrets := []string{hookSecret, headerSecret, adminToken}
+	secrets := []string{hookSecret, headerSecret, adminToken, dbPassword}
+	var described strings.Builder
+	c.Describe(&described)
+	logs.Write([]byte(described.String()))
 	for _, p := range []string{"/api/v1/channels", "/api/v1/channels/ops", "/api/v1/deliveries", "/api/v1/audit?limit=1000",
 		"/api/v1/apps/" + app + "/drills", "/api/v1/apps/" + app + "/drills/reco/runs",
 		"/api/v1/apps/" + app + "/drills/reco/runs/1/report.md", "/api/v1/apps/" + app + "/drills/reco/runs/1/report.json"} {
