@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -398,7 +399,9 @@ func (c *Console) Describe(w io.Writer) {
 		etcd = fmt.Sprintf("etcd %v", c.Config.EtcdEndpoints)
 	}
 	fmt.Fprintf(w, "switchyard console listening on %s\n", c.URL())
-	fmt.Fprintf(w, "  namespace: %s\n  etcd:      %s\n  database:  %s\n", c.Config.Namespace, etcd, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
+	// The Prometheus URL carries no credentials (Validate refuses them).
+	prom := cmp.Or(c.Config.PrometheusURL, "none (the fleet is the only metric source; set --prometheus-url)")
+	fmt.Fprintf(w, "  namespace:  %s\n  etcd:       %s\n  prometheus: %s\n  database:   %s\n", c.Config.Namespace, etcd, prom, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
 	}

@@ -574,6 +574,8 @@ func TestDrillBadInput(t *testing.T) {
 		{"no probes", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m"`), 400, "probes"},
 		{"bad expect_status", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","expect_status":700}]`), 400, "probes[0].expect_status"},
 		{"bad max_p99", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","max_p99":"fast"}]`), 400, "probes[0].max_p99"},
+		{"requests 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","requests":0}]`), 400, "probes[0].requests"},
+		{"expect_status 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","expect_status":0}]`), 400, "probes[0].expect_status"},
 		{"too many requests", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","requests":5000}]`), 400, "probes[0].requests"},
 		{"unknown switch", "POST", base, adminToken, mk(`"switch":"nope","target":{"percent":5},"duration":"1m",` + probe), 400, "switch"},
 		{"bad abort source", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"graphite","query":"x","op":">","threshold":1}]}`), 400, "abort.conditions[0].source"},

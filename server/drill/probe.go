@@ -63,9 +63,9 @@ func newProber(g *egress.Guard, keys *seal.Keyring) *prober {
 
 // round sends the probe's requests one after another and checks each.
 func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
-	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.Requests, Statuses: map[string]int{}}
+	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.requests, Statuses: map[string]int{}}
 	missing := map[string]bool{}
-	for i := 0; i < p.Requests && ctx.Err() == nil; i++ {
+	for i := 0; i < p.requests && ctx.Err() == nil; i++ {
 		took, ans := pr.one(ctx, p)
 		out.SamplesMS = append(out.SamplesMS, ms(took))
 		if ans.Error != "" {
@@ -76,7 +76,7 @@ func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
 		for _, m := range ans.Missing {
 			missing[m] = true
 		}
-		if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+		if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 			out.Failures++
 			if out.FirstFailure == nil {
 				a := ans
@@ -139,7 +139,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 			}
 		}
 	}
-	if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+	if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 		ans.Body = egress.Excerpt(raw, egress.MaxExcerpt)
 	}
 	return took, ans
@@ -158,6 +158,20 @@ func quantileMS(samples []float64, q float64) float64 {
 
 // ms is a duration in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// statusCounts writes the round's answers by status as the run page
+// shows them: "200×19 error×1", in order of status.
+func (r ProbeRound) statusCounts() string {
+	keys := make([]string, 0, len(r.Statuses))
+	for k := range r.Statuses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "×" + strconv.Itoa(r.Statuses[k])
+	}
+	return strings.Join(keys, " ")
+}
 
 // describe says what a failing round showed, in one line.
 func (r ProbeRound) describe() string {

@@ -137,18 +137,18 @@ func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
 // validate checks a spec completely — its fields, the switch it drills,
 // the queries of its abort conditions and, when probes is set, what its
 // probes may reach and send — before anything is written.
-func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *Spec, probes bool, v fieldErrs) (*plan, error) {
+func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *Spec, probes bool, v server.FieldErrors) (*plan, error) {
 	if app == wire.GlobalApp {
-		v.add("app", "drills belong to one app; _global switches are not drilled")
+		v.Addf("app", "drills belong to one app; _global switches are not drilled")
 	}
 	pl, err := sp.compile()
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
-		v = append(v, ve.Fields...)
+		v.AddErr("", err)
 	}
 	if wire.ValidName(sp.Switch) {
 		if _, err := s.cfg.Service.GetSwitch(ctx, app, sp.Switch); errors.Is(err, server.ErrNotFound) {
-			v.add("switch", "there is no switch %s/%s", app, sp.Switch)
+			v.Addf("switch", "there is no switch %s/%s", app, sp.Switch)
 		} else if err != nil {
 			return nil, err
 		}
@@ -160,12 +160,12 @@ func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *
 		}
 		src, err := s.cfg.Sources.For(c.Source, app)
 		if err != nil {
-			v.add(f+".source", "%v", err)
+			v.Addf(f+".source", "%v", err)
 			continue
 		}
 		var qe *signal.QueryError
 		if err := src.Check(ctx, c.Query); errors.As(err, &qe) {
-			v.add(f+".query", "%s", qe.Msg)
+			v.Addf(f+".query", "%s", qe.Msg)
 		} else if err != nil {
 			return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 		}
@@ -176,11 +176,11 @@ func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *
 		}
 		for k, f := range p.RequiredFields {
 			if !wire.Printable(f) || len(f) > 500 {
-				v.add(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
+				v.Addf(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
 			}
 		}
 	}
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -190,27 +190,27 @@ func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *
 // guard refuses (a name is checked when dialled), and a probe that could
 // change something — a method other than GET or HEAD, or headers of its
 // own — unless an admin saves it or an admin allowlisted its host.
-func (s *Service) checkProbe(a server.Actor, p Probe, f string, v *fieldErrs) {
+func (s *Service) checkProbe(a server.Actor, p Probe, f string, v *server.FieldErrors) {
 	if err := s.cfg.Egress.CheckURL(p.URL); err != nil {
-		v.add(f+".url", "%v", err)
+		v.Addf(f+".url", "%v", err)
 		return
 	}
 	if a.Role == server.RoleAdmin || s.cfg.Egress.Allowlisted(p.URL) {
 		return
 	}
 	if m := strings.ToUpper(p.Method); m != "" && m != http.MethodGet && m != http.MethodHead {
-		v.add(f+".method", "%s needs an admin, or a host an admin allowlisted (--egress-allow); others probe with GET or HEAD", m)
+		v.Addf(f+".method", "%s needs an admin, or a host an admin allowlisted (--egress-allow); others probe with GET or HEAD", m)
 	}
 	if len(p.Headers) > 0 {
-		v.add(f+".headers", "custom headers need an admin, or a host an admin allowlisted (--egress-allow)")
+		v.Addf(f+".headers", "custom headers need an admin, or a host an admin allowlisted (--egress-allow)")
 	}
 }
 
 // Create adds a drill.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
-	var v fieldErrs
+	var v server.FieldErrors
 	if !wire.ValidName(in.Name) {
-		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		v.Addf("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	keepHidden(&in.Spec, Spec{}, &v) // nothing is stored yet: (hidden) and sealed-looking values are refused
 	pl, err := s.validate(ctx, a, app, &in.Spec, true, v)
@@ -273,11 +273,8 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	}
 	body, _ := json.Marshal(merged)
 	var sp Spec
-	if err := server.DecodeStrict(body, &sp); err != nil {
-		return nil, err
-	}
+	v := server.DecodeJSON(body, &sp)
 	_, probes := rest["probes"]
-	var v fieldErrs
 	if old, err := cur.spec(); err == nil && probes {
 		keepHidden(&sp, old, &v)
 	}
@@ -387,12 +384,12 @@ func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
 // sends as HiddenValue (what every view shows), matching the probe by its
 // place and URL: a client that edits one field and sends the rest back as
 // it read them keeps the secrets it never saw.
-func keepHidden(sp *Spec, old Spec, v *fieldErrs) {
+func keepHidden(sp *Spec, old Spec, v *server.FieldErrors) {
 	for i := range sp.Probes {
 		p := &sp.Probes[i]
 		for k, val := range p.Headers {
 			if seal.IsSealed(val) {
-				v.add(fmt.Sprintf("probes[%d].headers", i), "%q: a value may not start with %q", k, seal.Prefix)
+				v.Addf(fmt.Sprintf("probes[%d].headers", i), "%q: a value may not start with %q", k, seal.Prefix)
 				continue
 			}
 			if val != HiddenValue {
@@ -404,7 +401,7 @@ func keepHidden(sp *Spec, old Spec, v *fieldErrs) {
 					continue
 				}
 			}
-			v.add(fmt.Sprintf("probes[%d].headers", i), "%q: %s stands for a stored value, and this probe has none for it; send the value", k, HiddenValue)
+			v.Addf(fmt.Sprintf("probes[%d].headers", i), "%q: %s stands for a stored value, and this probe has none for it; send the value", k, HiddenValue)
 		}
 	}
 }
@@ -503,7 +500,10 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 			}
 			before := out.View()
 			if !out.Open() || out.Phase == PhaseRecovering {
-				return "", nil, nil, server.Conflictf("run #%d is %s already", number, cmpOr(out.Outcome, "reverting"))
+				if out.Outcome == "" {
+					return "", nil, nil, server.Conflictf("run #%d is reverting already", number)
+				}
+				return "", nil, nil, server.Conflictf("run #%d has already ended (%s)", number, out.Outcome)
 			}
 			out.AbortRequest = fmt.Sprintf("aborted by %s: %s", a.Name, strings.TrimSpace(in.Reason))
 			if err := tx.Model(&Run{}).Where("id = ?", out.ID).Update("abort_request", out.AbortRequest).Error; err != nil {
