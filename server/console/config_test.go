@@ -32,6 +32,8 @@ func TestConfigValidate(t *testing.T) {
 		}, "give one"},
 		{"etcd cert without key", func(c *Config) { c.Etcd.CertFile = "client.pem" }, "cert file and key file"},
 		{"bad egress allow entry", func(c *Config) { c.EgressAllow = []string{"10.0.0.0/40"} }, "--egress-allow or SWITCHYARD_EGRESS_ALLOW"},
+		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "--retention or SWITCHYARD_RETENTION"},
+		{"retention of a year", func(c *Config) { c.Retention = 365 * 24 * time.Hour }, ""},
 		{"several problems, one line", func(c *Config) { c.Listen, c.Namespace = "8080", "Prod!" },
 			"--listen or SWITCHYARD_LISTEN: \"8080\" is not host:port; --namespace or SWITCHYARD_NAMESPACE"},
 	}
@@ -62,12 +64,13 @@ func TestConfigEnvAndFlags(t *testing.T) {
 		"SWITCHYARD_SECRET_KEY_FILE":    "/run/secrets/keys",
 		"SWITCHYARD_TLS_CERT":           "/etc/tls/cert.pem",
 		"SWITCHYARD_EGRESS_ALLOW":       "10.1.0.0/16, checkout:8070",
+		"SWITCHYARD_RETENTION":          "720h",
 	}
 	c := DefaultConfig()
 	if err := c.LoadEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second {
+	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second || c.Retention != 720*time.Hour {
 		t.Fatalf("env not applied: %+v", c)
 	}
 	if c.Etcd.Username != "switchyard-console-prod" || c.Etcd.PasswordFile != "/run/secrets/etcd" || c.Etcd.CAFile != "/etc/etcd/ca.pem" ||
@@ -89,8 +92,11 @@ func TestConfigEnvAndFlags(t *testing.T) {
 	}
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--namespace", "staging", "--election-ttl", "3s"}); err != nil {
+	if err := fs.Parse([]string{"--namespace", "staging", "--election-ttl", "3s", "--retention", "48h"}); err != nil {
 		t.Fatal(err)
+	}
+	if c.Retention != 48*time.Hour {
+		t.Fatalf("--retention over SWITCHYARD_RETENTION: %v", c.Retention)
 	}
 	if c.Namespace != "staging" || c.ElectionTTL != 3*time.Second || c.Listen != "0.0.0.0:9000" || fs.Lookup("listen").DefValue != "0.0.0.0:9000" {
 		t.Fatalf("flags over env: %+v", c)

@@ -22,6 +22,9 @@ type ProbeRound struct {
 	URL      string `json:"url"`
 	Method   string `json:"method"`
 	Requests int    `json:"requests"`
+	// Cut says the round's deadline (or the run's end) stopped it before
+	// all the probe's requests were sent.
+	Cut bool `json:"cut,omitempty"`
 	// Failures are answers with another status, a missing required field,
 	// a body that is not JSON (when fields are required) or no answer.
 	Failures int            `json:"failures"`
@@ -84,6 +87,7 @@ func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
 			}
 		}
 	}
+	out.Cut = len(out.SamplesMS) < p.requests
 	out.Requests = len(out.SamplesMS)
 	for m := range missing {
 		out.MissingFields = append(out.MissingFields, m)

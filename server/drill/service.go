@@ -2,6 +2,8 @@ package drill
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -69,7 +71,7 @@ func New(c Config) *Service {
 		c.Egress = egress.Strict()
 	}
 	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress, c.Keys)}
-	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
+	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
 }
@@ -339,12 +341,12 @@ func sealHeaders(sp Spec, keys *seal.Keyring) Spec {
 	return sp
 }
 
-// Reseal seals the probe header values of every drill, and of every run's
-// copy of its drill's spec, under keys' first key; it returns how many
-// rows it changed. `console secrets rotate` runs it.
+// Reseal seals the probe header values of every drill under keys' first
+// key and returns how many drills it changed (runs keep no header values).
+// `console secrets rotate` runs it.
 func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
 	n := 0
-	for _, table := range []string{"drills", "drill_runs"} {
+	for _, table := range []string{"drills"} {
 		var rows []struct {
 			ID   int64
 			Spec string
@@ -468,14 +470,24 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	return run, nil
 }
 
-// newRun makes the next run of d (not yet saved), pending.
+// newRun makes the next run of d (not yet saved), pending. It stores d's
+// spec without probe header values, named by d's version and its hash.
 func newRun(tx *gorm.DB, d *Drill, now time.Time) (*Run, error) {
 	var last struct{ N int64 }
 	if err := tx.Model(&Run{}).Select("COALESCE(MAX(number), 0) AS n").Where("app = ? AND drill = ?", d.App, d.Name).Scan(&last).Error; err != nil {
 		return nil, err
 	}
-	return &Run{App: d.App, Drill: d.Name, SwitchName: d.SwitchName, Number: last.N + 1, Phase: PhasePending,
-		Spec: d.Spec, State: "{}", CreatedAt: now}, nil
+	sp, err := d.spec()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: stored spec: %w", d.Target(), err)
+	}
+	spec, err := json.Marshal(sp.secretFree())
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(spec)
+	return &Run{App: d.App, Drill: d.Name, SwitchName: d.SwitchName, Number: last.N + 1, Phase: PhasePending, Count: 1,
+		Spec: string(spec), DrillVersion: d.Version, SpecSHA256: hex.EncodeToString(sum[:]), State: "{}", CreatedAt: now}, nil
 }
 
 // openRun returns the drill's run in progress, nil when none.

@@ -35,7 +35,9 @@ type Spec struct {
 	// RecoverWithin bounds "recovers" after the revert (default 30s).
 	RecoverWithin string `json:"recover_within,omitempty"`
 	// StartingDeadline: a scheduled run found due at most this late still
-	// starts; later it is recorded as missed (default 0: never late).
+	// starts; later it is recorded as missed (default 1m, at least 2s: two
+	// steps of the drill job, which may find the cron time up to a step
+	// late).
 	StartingDeadline string     `json:"starting_deadline,omitempty"`
 	Probes           []Probe    `json:"probes"`
 	Abort            Abort      `json:"abort"`
@@ -127,18 +129,26 @@ const (
 	DefaultRequests      = 10
 	DefaultProbeTimeout  = 2 * time.Second
 	DefaultTriggerWindow = time.Hour
-	maxProbes            = 10
-	maxRequests          = 200
-	maxFields            = 50
-	maxHeaders           = 20
-	maxConditions        = 10
-	maxBlackouts         = 20
-	maxBodyBytes         = 64 << 10
+	// DefaultStartingDeadline leaves a scheduled run time to be found by a
+	// step of the drill job (every second) even across a change of leader.
+	DefaultStartingDeadline = time.Minute
+	// minStartingDeadline is two periods of the drill job.
+	minStartingDeadline = 2 * time.Second
+	// MinScheduleGap is the least time between two scheduled runs (and
+	// never less than the drill's duration).
+	MinScheduleGap = time.Minute
+	maxProbes      = 10
+	maxRequests    = 200
+	maxFields      = 50
+	maxHeaders     = 20
+	maxConditions  = 10
+	maxBlackouts   = 20
+	maxBodyBytes   = 64 << 10
 )
 
 // plan is a validated Spec with everything parsed.
 type plan struct {
-	sched            cron.Schedule // nil: on demand only
+	sched            cron.Schedule // nil: on demand only; zoned otherwise
 	loc              *time.Location
 	rollout          wire.Rollout
 	duration         time.Duration
@@ -168,6 +178,10 @@ type blackoutPlan struct {
 	length     time.Duration
 	text       string
 }
+
+// scheduleCheckFrom is where minGap starts looking: a fixed time, so a
+// spec validates the same way whenever it is checked.
+var scheduleCheckFrom = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // cronParser reads five-field expressions and descriptors (@daily, @every 1h).
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -221,8 +235,10 @@ func (s *Spec) compile() (*plan, error) {
 		}
 	}
 	if strings.TrimSpace(s.Schedule) != "" {
-		if p.sched, err = parseCron(s.Schedule); err != nil {
+		if sched, err := parseCron(s.Schedule); err != nil {
 			v.Addf("schedule", "%v", err)
+		} else {
+			p.sched = zoned{spec: sched, loc: p.loc}
 		}
 	}
 	p.rollout = wire.Rollout{Percent: 100, Stickiness: wire.StickyInstance, Selector: strings.TrimSpace(s.Target.Selector)}
@@ -247,7 +263,16 @@ func (s *Spec) compile() (*plan, error) {
 	}
 	p.effectWithin = duration(&v, "effect_within", s.EffectWithin, DefaultEffectWithin, time.Minute, false)
 	p.recoverWithin = duration(&v, "recover_within", s.RecoverWithin, DefaultRecoverWithin, 10*time.Minute, false)
-	p.startingDeadline = duration(&v, "starting_deadline", s.StartingDeadline, 0, 24*time.Hour, true)
+	if p.startingDeadline = duration(&v, "starting_deadline", s.StartingDeadline, DefaultStartingDeadline, 24*time.Hour, false); p.startingDeadline > 0 && p.startingDeadline < minStartingDeadline {
+		v.Addf("starting_deadline", "must be at least %s: the drill job steps every second, so it may find a cron time a step late", server.ShortDuration(minStartingDeadline))
+	}
+	if z, ok := p.sched.(zoned); ok {
+		least := max(MinScheduleGap, p.duration)
+		if gap := minGap(z.spec, scheduleCheckFrom); gap > 0 && gap < least {
+			v.Addf("schedule", "runs as often as every %s; a drill's runs must be at least %s apart (1m, and never less than its duration)",
+				server.ShortDuration(gap), server.ShortDuration(least))
+		}
+	}
 	p.triggerWindow = duration(&v, "preflight.trigger_window", s.Preflight.TriggerWindow, DefaultTriggerWindow, 24*time.Hour, true)
 	switch {
 	case len(s.Probes) == 0:
@@ -343,6 +368,9 @@ func (pr *Probe) compile(v *server.FieldErrors, f string) probePlan {
 	out.requests = cmp.Or(deref(pr.Requests), DefaultRequests)
 	if pr.Requests != nil && (*pr.Requests < 1 || *pr.Requests > maxRequests) {
 		v.Addf(f+".requests", "must be 1–%d", maxRequests)
+	} else if b := out.budget(); b > MaxRoundBudget {
+		v.Addf(f+".requests", "%d requests × a timeout of %s is %s; a round may take at most %s", out.requests,
+			server.ShortDuration(out.timeout), server.ShortDuration(b), server.ShortDuration(MaxRoundBudget))
 	}
 	return out
 }

@@ -166,7 +166,7 @@ func (k *Keyring) Open(s string) (string, error) {
 // Reseal opens s and seals it under the first key; changed is false when
 // s already was.
 func (k *Keyring) Reseal(s string) (out string, changed bool, err error) {
-	if k == nil {
+	if k == nil || s == "" {
 		return s, false, nil
 	}
 	if strings.HasPrefix(s, Prefix+k.primary+":") {
