@@ -474,6 +474,7 @@ func TestDrillSchedule(t *testing.T) {
 		_, _ = io.Copy(w, res.Body)
 	}))
 	t.Cleanup(guarded.Close)
+	e.allowEgress(guarded.Listener.Addr().String())
 	seedDrill(t, c, app, guarded.URL, `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
 		`"blackout":[{"cron":"0 0 5 3 *","duration":"24h"}]`)
 	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken,

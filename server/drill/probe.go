@@ -61,7 +61,7 @@ type prober struct {
 }
 
 func newProber(g *egress.Guard, keys *seal.Keyring) *prober {
-	return &prober{client: g.Client(5 * time.Second), keys: keys}
+	return &prober{client: g.Client(5*time.Second, true), keys: keys}
 }
 
 // round sends the probe's requests one after another and checks each.

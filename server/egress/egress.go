@@ -240,15 +240,20 @@ func (r *rules) check(ap netip.AddrPort) error {
 }
 
 // Client returns an HTTP client whose every connection passes the guard:
-// no proxy, no redirects (a redirect is the answer), no kept connections.
-// timeout bounds the dial; the caller's context bounds the request.
-func (g *Guard) Client(timeout time.Duration) *http.Client {
+// no proxy, no redirects (a redirect is the answer). keepAlive keeps
+// connections for the next request (drill probes measure the endpoint's
+// latency, not a TCP handshake per request; a kept connection was checked
+// when it was dialled); without it nothing lingers after a request
+// (webhook deliveries are rare). timeout bounds the dial; the caller's
+// context bounds the request.
+func (g *Guard) Client(timeout time.Duration, keepAlive bool) *http.Client {
 	return &http.Client{
 		Transport: &http.Transport{
 			Proxy:               nil,
 			DialContext:         g.DialContext(timeout),
 			TLSHandshakeTimeout: 5 * time.Second,
-			DisableKeepAlives:   true,
+			DisableKeepAlives:   !keepAlive,
+			IdleConnTimeout:     90 * time.Second,
 		},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}

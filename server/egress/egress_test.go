@@ -93,7 +93,7 @@ func TestClientChecksTheDialledAddress(t *testing.T) {
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	g := Strict()
-	c := g.Client(time.Second)
+	c := g.Client(time.Second, false)
 	// A name that resolves to loopback is refused when dialled.
 	_, err := c.Get("http://localhost:" + port + "/")
 	if !errors.Is(err, ErrRefused) {

@@ -89,7 +89,7 @@ type Service struct {
 // New returns the channels service on svc's database.
 func New(svc *server.Service, cfg Config) *Service {
 	cfg.defaults()
-	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: cfg.Egress.Client(5 * time.Second)}
+	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: cfg.Egress.Client(5*time.Second, false)}
 }
 
 func mayManage(a server.Actor) error {
