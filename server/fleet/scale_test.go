@@ -2,12 +2,9 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/fleetsim"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -48,9 +46,9 @@ func BenchmarkScale(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	fleet := newSimFleet(instances, switches, degraded, clients)
+	fleet := fleetsim.New(instances, switches, degraded, clients)
 	b.Logf("registering %d instances", instances)
-	fleet.registerAll(ctx)
+	fleet.RegisterAll(ctx)
 
 	// The model lists the whole fleet, then follows it; its heap is what
 	// the listing and the watch leave live.
@@ -69,13 +67,13 @@ func BenchmarkScale(b *testing.B) {
 	b.Logf("model listed %d instances in %v", instances, time.Since(start).Round(time.Millisecond))
 
 	// Steady state: every instance reports on its interval.
-	go fleet.report(ctx, interval)
+	go fleet.Report(ctx, interval)
 	b.ResetTimer()
 	window := 3 * interval
-	puts0 := fleet.puts.Load()
+	puts0 := fleet.Puts()
 	applyBefore := m.applyTime()
 	time.Sleep(window)
-	writes := float64(fleet.puts.Load()-puts0) / window.Seconds()
+	writes := float64(fleet.Puts()-puts0) / window.Seconds()
 	modelCPU := (m.applyTime() - applyBefore).Seconds() / window.Seconds()
 	heap := liveHeap() - heapBefore
 
@@ -108,7 +106,7 @@ func BenchmarkScale(b *testing.B) {
 	b.ReportMetric(modelCPU, "model-cores")
 	b.ReportMetric(float64(converged.Milliseconds()), "flip-to-N/N-ms")
 	b.Logf("reports read %d (malformed %d), mean report %d bytes, process CPU %v over the run (reporters and etcd included)",
-		read, bad, fleet.bytes.Load()/max(fleet.puts.Load(), 1), totalCPU.Round(time.Millisecond))
+		read, bad, fleet.Bytes()/max(fleet.Puts(), 1), totalCPU.Round(time.Millisecond))
 }
 
 // applyTime is the time the model spent applying etcd data (listing and
@@ -129,174 +127,4 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// simFleet is the simulated instances: each has an id, the revision it
-// applied, counters of its degraded switches, and what it reported last.
-type simFleet struct {
-	ids      []string
-	switches int
-	degraded int
-	clients  []*clientv3.Client
-	leases   []clientv3.LeaseID
-	applied  []atomic.Int64
-	started  time.Time
-	puts     atomic.Int64
-	bytes    atomic.Int64
-	mu       sync.Mutex
-	rotation []int // per instance: next switch whose last read to refresh
-}
-
-func newSimFleet(n, switches, degraded int, clients []*clientv3.Client) *simFleet {
-	f := &simFleet{switches: switches, degraded: degraded, clients: clients, applied: make([]atomic.Int64, n), started: time.Now(), rotation: make([]int, n)}
-	for i := 0; i < n; i++ {
-		f.ids = append(f.ids, fmt.Sprintf("checkout-%05d", i))
-	}
-	return f
-}
-
-// value is instance i's key value with a report of the given entries; an
-// ack carries no report.
-func (f *simFleet) value(i int, full, ack bool) []byte {
-	now := time.Now().Unix()
-	if ack {
-		b, _ := json.Marshal(wire.Instance{
-			App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: f.applied[i].Load(),
-			StartedAt: f.started, ReportInterval: wire.Duration(10 * time.Second),
-		})
-		return b
-	}
-	r := &wire.Report{At: now, Switches: map[string]wire.SwitchSignal{}}
-	elapsed := uint64(time.Since(f.started).Seconds()*100) + 1
-	for s := 0; s < f.degraded; s++ {
-		sw := (i + s*37) % f.switches
-		r.Switches[fmt.Sprintf("sw-%04d", sw)] = wire.SwitchSignal{Degraded: elapsed, LastRead: now, Latency: []uint64{elapsed, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}}
-	}
-	// Last reads rotate through every switch within a few reports, within
-	// the size bound, as the SDK does.
-	f.mu.Lock()
-	budget := 33
-	if full {
-		budget = 300
-	}
-	for k := 0; k < budget; k++ {
-		sw := f.rotation[i]
-		f.rotation[i] = (sw + 1) % f.switches
-		name := fmt.Sprintf("sw-%04d", sw)
-		if _, ok := r.Switches[name]; !ok {
-			r.Switches[name] = wire.SwitchSignal{LastRead: now}
-		}
-	}
-	f.mu.Unlock()
-	b, _ := json.Marshal(wire.Instance{
-		App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: f.applied[i].Load(),
-		StartedAt: f.started, ReportInterval: wire.Duration(10 * time.Second), Report: r,
-	})
-	return b
-}
-
-func (f *simFleet) put(ctx context.Context, i int, full, ack bool) {
-	c := i % len(f.clients)
-	v := f.value(i, full, ack)
-	if _, err := f.clients[c].Put(ctx, wire.InstanceKey("default", "checkout", f.ids[i]), string(v), clientv3.WithLease(f.leases[c])); err == nil {
-		f.puts.Add(1)
-		f.bytes.Add(int64(len(v)))
-	}
-}
-
-// registerAll grants one lease per connection and writes every instance's
-// first report, 64 at a time.
-func (f *simFleet) registerAll(ctx context.Context) {
-	for _, c := range f.clients {
-		l, err := c.Grant(ctx, 60)
-		if err != nil {
-			panic(err)
-		}
-		f.leases = append(f.leases, l.ID)
-		ka, err := c.KeepAlive(ctx, l.ID)
-		if err != nil {
-			panic(err)
-		}
-		go func() {
-			for range ka {
-			}
-		}()
-	}
-	f.parallel(ctx, 64, func(i int) { f.put(ctx, i, true, false) })
-}
-
-func (f *simFleet) parallel(ctx context.Context, workers int, fn func(i int)) {
-	next := atomic.Int64{}
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				i := int(next.Add(1) - 1)
-				if i >= len(f.ids) {
-					return
-				}
-				fn(i)
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// report runs until ctx ends: each instance reports every 1–1.2 intervals,
-// and acks a new switch revision 250 ms–1 s after it sees it (one watch per
-// connection, as instances of one host would share it).
-func (f *simFleet) report(ctx context.Context, interval time.Duration) {
-	due, acks := make(chan int, 1024), make(chan int, 1024)
-	for w := 0; w < 64; w++ {
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case i := <-due:
-					f.put(ctx, i, false, false)
-				case i := <-acks:
-					f.put(ctx, i, false, true)
-				}
-			}
-		}()
-	}
-	for c := range f.clients {
-		go func() {
-			for wr := range f.clients[c].Watch(ctx, wire.KindPrefix("default", wire.KindSwitches), clientv3.WithPrefix()) {
-				rev := wr.Header.Revision
-				for i := c; i < len(f.ids); i += len(f.clients) {
-					f.applied[i].Store(rev)
-					time.AfterFunc(250*time.Millisecond+rand.N(750*time.Millisecond), func() {
-						select {
-						case acks <- i:
-						case <-ctx.Done():
-						}
-					})
-				}
-			}
-		}()
-	}
-	for i := range f.ids {
-		first := rand.N(interval)
-		go func() {
-			t := time.NewTimer(first)
-			defer t.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-				select {
-				case due <- i:
-				case <-ctx.Done():
-					return
-				}
-				t.Reset(interval + rand.N(interval/5))
-			}
-		}()
-	}
 }
