@@ -138,7 +138,7 @@ func (f *Fleet) parallel(ctx context.Context, workers int, fn func(i int)) {
 
 // Report runs until ctx ends: each instance reports every 1–1.2 intervals,
 // and acks a new switch revision 250 ms–1 s after it sees it (one watch per
-// connection, as instances of one host would share it).
+// connection, as instances of one host would share it) of app checkout.
 func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	due, acks := make(chan int, 1024), make(chan int, 1024)
 	for w := 0; w < 64; w++ {
@@ -157,7 +157,7 @@ func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	}
 	for c := range f.clients {
 		go func() {
-			for wr := range f.clients[c].Watch(ctx, wire.KindPrefix("default", wire.KindSwitches), clientv3.WithPrefix()) {
+			for wr := range f.clients[c].Watch(ctx, wire.AppPrefix("default", wire.KindSwitches, "checkout"), clientv3.WithPrefix()) {
 				rev := wr.Header.Revision
 				for i := c; i < len(f.ids); i += len(f.clients) {
 					f.applied[i].Store(rev)

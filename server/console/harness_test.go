@@ -30,6 +30,9 @@ type env struct {
 	pgURL string
 	log   *slog.Logger // for the consoles; nil discards
 	gdb   *gorm.DB     // see db (drill_test.go)
+	// endpoints, when set, are the etcd endpoints of child consoles
+	// instead of etcd's (the soak test's three-member cluster).
+	endpoints string
 }
 
 func newEnv(t testing.TB) *env {
