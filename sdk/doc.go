@@ -79,9 +79,10 @@
 // every watch has delivered, confirmed with an etcd progress notification
 // (a progress round trip after the change). The instance key
 // instances/<app>/<instance-id> lives on a lease of LeaseTTL (10 s) and is
-// rewritten 250 ms–1 s (random) after a change is applied, with the
-// applied revision confirmed by then (or at the next poll); the
-// registry polls for it, so applying a change wakes nothing else, and the
+// rewritten once the applied revision has been quiet for 250 ms plus a
+// random part of up to 1.5 s (at the latest 3 s plus that part after the
+// oldest change it acks); the registry polls for it, so applying a change
+// wakes nothing else, flips in quick succession cost one ack, and the
 // acks of a flip reaching many instances are spread out instead of
 // competing with the flip's own fan-out. A lost lease is re-granted and the
 // key written again. Close revokes the lease (waiting at most 1 s).

@@ -1,8 +1,8 @@
 // Package fleetsim simulates a fleet of SDK instances against etcd without
 // running SDKs: each instance reports as the SDK does (every 10–12 s, only
-// the entries that changed, an ack 250 ms–1 s after a new switch revision),
-// through a few shared etcd connections. server/fleet's BenchmarkScale and
-// the console's soak test (server/console TestSoak) drive it.
+// the entries that changed; acks on the SDK's schedule), through a few
+// shared etcd connections. server/fleet's BenchmarkScale and the console's
+// soak test (server/console TestSoak) drive it.
 package fleetsim
 
 import (
@@ -30,17 +30,27 @@ type Fleet struct {
 	leases   []clientv3.LeaseID
 	applied  []atomic.Int64
 	started  time.Time
-	puts     atomic.Int64 // reports written
-	bytes    atomic.Int64 // their bytes
+	puts     atomic.Int64
+	failed   atomic.Int64 // writes etcd refused
+	bytes    atomic.Int64
 	mu       sync.Mutex
 	rotation []int // per instance: next switch whose last read to refresh
+	ackMu    sync.Mutex
+	acks     []simAck // per instance
+}
+
+// simAck is an instance's pending ack: the last change applied, the
+// oldest one not acked (zero: none) and the delay drawn for it.
+type simAck struct {
+	last, since time.Time
+	delay       time.Duration
 }
 
 // New makes n instances reading switches sw-0000…, each answering
 // degraded of them degraded, writing through clients (instance i through
 // clients[i % len(clients)]).
 func New(n, switches, degraded int, clients []*clientv3.Client) *Fleet {
-	f := &Fleet{switches: switches, degraded: degraded, clients: clients, applied: make([]atomic.Int64, n), started: time.Now(), rotation: make([]int, n)}
+	f := &Fleet{switches: switches, degraded: degraded, clients: clients, applied: make([]atomic.Int64, n), started: time.Now(), rotation: make([]int, n), acks: make([]simAck, n)}
 	for i := 0; i < n; i++ {
 		f.ids = append(f.ids, fmt.Sprintf("checkout-%05d", i))
 	}
@@ -87,13 +97,17 @@ func (f *Fleet) value(i int, full, ack bool) []byte {
 	return b
 }
 
-func (f *Fleet) put(ctx context.Context, i int, full, ack bool) {
+// put writes instance i's key and reports whether etcd took it.
+func (f *Fleet) put(ctx context.Context, i int, full, ack bool) bool {
 	c := i % len(f.clients)
 	v := f.value(i, full, ack)
-	if _, err := f.clients[c].Put(ctx, wire.InstanceKey("default", "checkout", f.ids[i]), string(v), clientv3.WithLease(f.leases[c])); err == nil {
-		f.puts.Add(1)
-		f.bytes.Add(int64(len(v)))
+	if _, err := f.clients[c].Put(ctx, wire.InstanceKey("default", "checkout", f.ids[i]), string(v), clientv3.WithLease(f.leases[c])); err != nil {
+		f.failed.Add(1)
+		return false
 	}
+	f.puts.Add(1)
+	f.bytes.Add(int64(len(v)))
+	return true
 }
 
 // RegisterAll grants one lease per connection and writes every instance's
@@ -136,21 +150,88 @@ func (f *Fleet) parallel(ctx context.Context, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
+// The SDK's ack schedule (sdk/registry.go, acker), which the simulated
+// instances follow: an ack once the applied revision has been quiet for
+// ackMin plus up to ackSpread (drawn once per ack), or ackMaxWait plus the
+// same random part after the oldest change it covers.
+const (
+	ackMin     = 250 * time.Millisecond
+	ackSpread  = 1500 * time.Millisecond
+	ackMaxWait = 3 * time.Second
+)
+
+// noteApplied is instance i applying a revision at now: unless an ack is
+// pending already, it schedules one.
+func (f *Fleet) noteApplied(ctx context.Context, i int, now time.Time, acks chan<- int) {
+	f.ackMu.Lock()
+	defer f.ackMu.Unlock()
+	a := &f.acks[i]
+	a.last = now
+	if !a.since.IsZero() {
+		return
+	}
+	a.since, a.delay = now, ackMin+rand.N(ackSpread)
+	f.scheduleAck(ctx, i, acks)
+}
+
+// scheduleAck sends instance i to the ack writers when its pending ack is
+// due, checking again then: a change applied meanwhile may put it off.
+func (f *Fleet) scheduleAck(ctx context.Context, i int, acks chan<- int) {
+	a := &f.acks[i]
+	due := min(a.last.Add(a.delay).UnixNano(), a.since.Add(ackMaxWait+a.delay-ackMin).UnixNano())
+	time.AfterFunc(time.Until(time.Unix(0, due)), func() {
+		f.ackMu.Lock()
+		if time.Now().UnixNano() < min(a.last.Add(a.delay).UnixNano(), a.since.Add(ackMaxWait+a.delay-ackMin).UnixNano()) {
+			f.scheduleAck(ctx, i, acks)
+			f.ackMu.Unlock()
+			return
+		}
+		a.since = time.Time{}
+		f.ackMu.Unlock()
+		select {
+		case acks <- i:
+		case <-ctx.Done():
+		}
+	})
+}
+
+// ack writes instance i's ack; a failed one is retried at the SDK's next
+// poll.
+func (f *Fleet) ack(ctx context.Context, i int, acks chan<- int) {
+	if f.put(ctx, i, false, true) || ctx.Err() != nil {
+		return
+	}
+	time.AfterFunc(ackMin+rand.N(2*ackMin), func() {
+		select {
+		case acks <- i:
+		case <-ctx.Done():
+		}
+	})
+}
+
 // Report runs until ctx ends: each instance reports every 1–1.2 intervals,
-// and acks a new switch revision 250 ms–1 s after it sees it (one watch per
+// and acks new switch revisions as the SDK does (see ackMin; one watch per
 // connection, as instances of one host would share it) of app checkout.
 func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	due, acks := make(chan int, 1024), make(chan int, 1024)
+	// Acks go first: an instance writes its own key, so its ack never
+	// waits behind other instances' reports as it could in this pool.
 	for w := 0; w < 64; w++ {
 		go func() {
 			for {
+				select {
+				case i := <-acks:
+					f.ack(ctx, i, acks)
+					continue
+				default:
+				}
 				select {
 				case <-ctx.Done():
 					return
 				case i := <-due:
 					f.put(ctx, i, false, false)
 				case i := <-acks:
-					f.put(ctx, i, false, true)
+					f.ack(ctx, i, acks)
 				}
 			}
 		}()
@@ -158,15 +239,10 @@ func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	for c := range f.clients {
 		go func() {
 			for wr := range f.clients[c].Watch(ctx, wire.AppPrefix("default", wire.KindSwitches, "checkout"), clientv3.WithPrefix()) {
-				rev := wr.Header.Revision
+				rev, now := wr.Header.Revision, time.Now()
 				for i := c; i < len(f.ids); i += len(f.clients) {
 					f.applied[i].Store(rev)
-					time.AfterFunc(250*time.Millisecond+rand.N(750*time.Millisecond), func() {
-						select {
-						case acks <- i:
-						case <-ctx.Done():
-						}
-					})
+					f.noteApplied(ctx, i, now, acks)
 				}
 			}
 		}()
@@ -193,8 +269,14 @@ func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// N is the number of instances.
+func (f *Fleet) N() int { return len(f.ids) }
+
 // Puts is the number of instance keys written so far.
 func (f *Fleet) Puts() int64 { return f.puts.Load() }
 
 // Bytes is the number of bytes those writes carried.
 func (f *Fleet) Bytes() int64 { return f.bytes.Load() }
+
+// Failed is the number of writes etcd refused.
+func (f *Fleet) Failed() int64 { return f.failed.Load() }

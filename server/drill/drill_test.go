@@ -247,3 +247,12 @@ func TestViewsHideProbeHeaders(t *testing.T) {
 		t.Error("the stored spec lost the header")
 	}
 }
+
+// TestStatusCounts: the Markdown report writes a round's answers as the
+// run page does, in order of status, never in Go's map syntax.
+func TestStatusCounts(t *testing.T) {
+	r := ProbeRound{Statuses: map[string]int{"503": 2, "200": 18, "error": 1}}
+	if got := r.statusCounts(); got != "200×18 503×2 error×1" {
+		t.Errorf("statusCounts = %q", got)
+	}
+}

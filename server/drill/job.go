@@ -579,7 +579,7 @@ func (j *Job) interrupt(ctx context.Context, t server.Term, r *Run, p *Progress)
 			j.revoke(clientv3.LeaseID(r.LeaseID))
 			how = fmt.Sprintf("its lease still had %ds to live; %s removed the override", ttl.TTL, t.Holder)
 		} else {
-			how = "its lease had expired, so the fleet reverted by itself"
+			how = "its lease was already gone (revoked when the console stopped, or expired), so the fleet had reverted by itself"
 		}
 	}
 	now := j.s.cfg.Service.Now()

@@ -155,6 +155,20 @@ func quantileMS(samples []float64, q float64) float64 {
 // ms is a duration in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
 
+// statusCounts writes the round's answers by status as the run page
+// shows them: "200×19 error×1", in order of status.
+func (r ProbeRound) statusCounts() string {
+	keys := make([]string, 0, len(r.Statuses))
+	for k := range r.Statuses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "×" + strconv.Itoa(r.Statuses[k])
+	}
+	return strings.Join(keys, " ")
+}
+
 // describe says what a failing round showed, in one line.
 func (r ProbeRound) describe() string {
 	if r.FirstFailure == nil {

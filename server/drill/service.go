@@ -373,7 +373,10 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 			}
 			before := out.View()
 			if !out.Open() || out.Phase == PhaseRecovering {
-				return "", nil, nil, server.Conflictf("run #%d is %s already", number, cmpOr(out.Outcome, "reverting"))
+				if out.Outcome == "" {
+					return "", nil, nil, server.Conflictf("run #%d is reverting already", number)
+				}
+				return "", nil, nil, server.Conflictf("run #%d has already ended (%s)", number, out.Outcome)
 			}
 			out.AbortRequest = fmt.Sprintf("aborted by %s: %s", a.Name, strings.TrimSpace(in.Reason))
 			if err := tx.Model(&Run{}).Where("id = ?", out.ID).Update("abort_request", out.AbortRequest).Error; err != nil {
