@@ -49,8 +49,8 @@ func TestSoak(t *testing.T) {
 		t.Skip("soak: set SWITCHYARD_SOAK=10m (or run make soak)")
 	}
 	dur, err := time.ParseDuration(spec)
-	if err != nil || dur < time.Minute {
-		t.Fatalf("SWITCHYARD_SOAK=%q: want a duration of at least 1m", spec)
+	if err != nil || dur < 2*time.Minute {
+		t.Fatalf("SWITCHYARD_SOAK=%q: want a duration of at least 2m (the first sample is taken at minute 1)", spec)
 	}
 	instances := soakInt(t, "SWITCHYARD_SOAK_INSTANCES", 10000)
 	operators := soakInt(t, "SWITCHYARD_SOAK_OPERATORS", 100)
@@ -96,11 +96,14 @@ func TestSoak(t *testing.T) {
 	defer pg.Close()
 	began := time.Now()
 	deadline := began.Add(dur)
-	// The first sample is taken a minute into the load, the last at its end.
-	first := make(chan soakState, 1)
+	// The first sample is taken a minute into the load, the last 5 s
+	// before its end, both with every client connected.
+	first, last := make(chan soakState, 1), make(chan soakState, 1)
 	go func() {
 		time.Sleep(time.Minute)
 		first <- soakSample(t, ctx, hc, consoles, etcdClients[0], pg, fleet)
+		time.Sleep(time.Until(deadline) - 5*time.Second)
+		last <- soakSample(t, ctx, hc, consoles, etcdClients[0], pg, fleet)
 	}()
 
 	var (
@@ -149,8 +152,7 @@ func TestSoak(t *testing.T) {
 		time.Sleep(min(time.Minute, time.Until(deadline)-30*time.Second))
 	}
 	wg.Wait()
-	start := <-first
-	end := soakSample(t, ctx, hc, consoles, etcdClients[0], pg, fleet)
+	start, end := <-first, <-last
 	elapsed := end.at.Sub(start.at)
 
 	t.Logf("soak: %v, %d instances, %d operators, %d event streams (%d events, %d broken), %d failed requests",
