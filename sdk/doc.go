@@ -102,8 +102,10 @@
 // The registry writes them as wire.Instance.Report on the instance key:
 // with every ack, once more within 5 s of an ack when the counters of the
 // switches it changed moved (so a drill sees its flip take effect), and
-// otherwise at most once per Config.ReportInterval (10 s, ±10 %), only when
-// something changed (see reporter.due). A report carries only the entries
+// otherwise at most once per Config.ReportInterval (default 10 s; each
+// report is due the interval plus a random 0–20 % after the previous one,
+// never sooner, which spreads a fleet's writes), only when something
+// changed (see reporter.due). A report carries only the entries
 // that changed since they were last reported — counters that moved, a last
 // read that advanced by 5 minutes, or never reported — and omits switches
 // never read; the whole value stays within wire.MaxReportBytes (16 KiB),

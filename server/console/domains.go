@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
@@ -29,14 +30,18 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	// Staged rollouts: the leader advances the plans; a person's change
 	// to a switch pauses its plan.
 	rollouts := rollout.New(rollout.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources})
-	c.Scheduler.Add(rollouts.Job())
+	if err := c.addJobs(rollouts.Job()); err != nil {
+		return ad, wd, err
+	}
 	c.Service.OnPersonChange(rollouts.OnPersonChange)
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
 		Namespace: c.Config.Namespace, Logger: c.log})
-	c.Scheduler.Add(drills.Job())
+	if err := c.addJobs(drills.Job()); err != nil {
+		return ad, wd, err
+	}
 	ad.Drills, wd.Drills = drills, drills
 
 	// Expiry, findings (never_drilled from the drills' last passing runs)
@@ -45,12 +50,15 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 		Every: c.Config.ExpiryInterval, RemindBefore: c.Config.ExpiryRemindBefore, EscalateAfter: c.Config.ExpiryEscalateAfter,
 	})
 	c.Service.OnPersonChange(exp.OnPersonChange)
-	c.Scheduler.Add(exp.Job())
-	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
-		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
-	}))
 	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log})
-	c.Scheduler.Add(channels.Job())
+	deliveries := channels.Job()
+	c.deliveries = deliveries
+	err := c.addJobs(exp.Job(), finding.NewJob(c.Service, finding.JobConfig{
+		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
+	}), deliveries)
+	if err != nil {
+		return ad, wd, err
+	}
 	reg.MustRegister(newStateCollector(c.DB, channels, c.opts.now, c.log))
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels
@@ -58,9 +66,20 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	// Auto-triggers: one leader job evaluates every rule; a person's change
 	// to a switch pauses its rules.
 	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Logger: c.log})
-	c.Scheduler.Add(triggers.Job())
+	if err := c.addJobs(triggers.Job()); err != nil {
+		return ad, wd, err
+	}
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers
 
-	return ad, wd, nil
+	// Retention: the leader prunes each domain's old history.
+	err = c.addJobs(retention.New(retention.Config{Service: c.Service, Age: c.Config.Retention, Pruners: []retention.Pruner{
+		{Kind: "drill_runs", Prune: drill.PruneRuns},
+		{Kind: "findings", Prune: finding.PruneResolved},
+		{Kind: "rollouts", Prune: rollout.PruneEnded},
+		{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations},
+		{Kind: "deliveries", Prune: notify.PruneDeliveries},
+		{Kind: "notifications", Prune: notify.PruneEvents},
+	}}))
+	return ad, wd, err
 }

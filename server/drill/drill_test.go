@@ -135,7 +135,7 @@ func TestDecide(t *testing.T) {
 		{"checked, holding", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 29 * time.Second, actWait},
 		{"duration over: revert", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 30 * time.Second, actRevert},
 		{"aborted: revert at once", PhaseActive, Progress{AppliedAt: &t0, AbortReason: "x", Instances: quiet}, time.Second, actRevert},
-		{"duration over before the effect check: probe first", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 40 * time.Second, actProbe},
+		{"duration over before the effect check: revert (the override never outlives its duration)", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 30 * time.Second, actRevert},
 		{"recovering: wait", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 10 * time.Second, actWait},
 		{"recovered (one gone): finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: stopped}, time.Second, actFinish},
 		{"recover deadline: finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 20 * time.Second, actFinish},

@@ -244,12 +244,17 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	var out View
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			// The switch's existence is reported with the other fields.
+			var v server.FieldErrors
 			r, err := build(app, in, s.check(ctx, app))
-			if err != nil {
+			v.AddErr("", err)
+			sw, err := loadSwitch(tx, app, r.SwitchName)
+			var ve *server.ValidationError
+			if err != nil && !errors.As(err, &ve) {
 				return "", nil, nil, err
 			}
-			sw, err := loadSwitch(tx, app, r.SwitchName)
-			if err != nil {
+			v.AddErr("", err)
+			if err := v.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			if _, err := loadRule(tx, app, r.Name); err == nil {
@@ -294,23 +299,21 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if replacesRollout(p.Fields) {
 				in.Rollout = nil // a percent and a template replace each other; null clears
 			}
+			// Every bad field at once: the patch's unknown members and
+			// wrong types, then the merged rule's checks.
+			var v server.FieldErrors
 			if len(p.Fields) > 0 {
-				if err := server.DecodeStrict(p.Fields, &in); err != nil {
-					return "", nil, nil, err
-				}
+				v = server.DecodeJSON(p.Fields, &in)
 			}
-			var v fieldErrors
 			if in.Name != cur.Name {
-				v.add("name", "cannot be changed; create a rule with the new name and delete this one")
+				v.Addf("name", "cannot be changed; create a rule with the new name and delete this one")
 			}
 			if in.Switch != cur.SwitchName {
-				v.add("switch", "cannot be changed; create a rule for the other switch")
-			}
-			if err := v.err(); err != nil {
-				return "", nil, nil, err
+				v.Addf("switch", "cannot be changed; create a rule for the other switch")
 			}
 			next, err := build(app, in, s.check(ctx, app))
-			if err != nil {
+			v.AddErr("", err)
+			if err := v.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			if err := server.CheckVersion(p.Version, cur.Version); err != nil {

@@ -90,7 +90,7 @@ func num(f float64) string { return trigger.Num(f).String() }
 
 // shortFor writes "0s" as "0s" and "5m0s" as "5m".
 func shortFor(s string) string {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := server.ParseDuration(s); err == nil {
 		return server.ShortDuration(d)
 	}
 	return s
@@ -335,7 +335,7 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	}
 	if vals == nil {
 		vals = editorValues(v, v.Switch)
-		if d, err := time.ParseDuration(c.Query("range")); err == nil && d > 0 && d <= 7*24*time.Hour {
+		if d, err := server.ParseDuration(c.Query("range")); err == nil && d > 0 && d <= 7*24*time.Hour {
 			vals["range"] = d.String()
 		}
 	}
