@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
@@ -16,8 +18,10 @@ import (
 // drills, expiry and findings, notification channels — on the console's
 // service, fleet model and metric sources, registers their leader jobs on
 // the scheduler and their person-change hooks on the service, and returns
-// what the API and the web UI need of them. Each domain is one block here.
-func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
+// what the API and the web UI need of them, and registers the state
+// metrics (open findings, failing deliveries) on reg. Each domain is one
+// block here.
+func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Domains, error) {
 	var (
 		ad api.Domains
 		wd webui.Domains
@@ -55,6 +59,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	if err != nil {
 		return ad, wd, err
 	}
+	reg.MustRegister(newStateCollector(c.DB, channels, c.opts.now, c.log))
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels
 

@@ -46,6 +46,9 @@ func (e *env) allowEgress(hostPort string) {
 			e.t.Fatal(err)
 		}
 	}
+	// endpoints, when set, are the etcd endpoints of child consoles
+	// instead of etcd's (the soak test's three-member cluster).
+	endpoints string
 }
 
 func newEnv(t testing.TB) *env {

@@ -203,6 +203,24 @@ func OpenCounts(db *gorm.DB) (map[string]int64, error) {
 	return out, err
 }
 
+// OpenByKind returns the number of open findings of every kind (zero
+// included).
+func OpenByKind(db *gorm.DB) (map[Kind]int64, error) {
+	var rows []struct {
+		Kind Kind
+		N    int64
+	}
+	err := db.Model(&Finding{}).Select("kind, count(*) AS n").Where("resolved_at IS NULL").Group("kind").Scan(&rows).Error
+	out := make(map[Kind]int64, len(Kinds))
+	for _, k := range Kinds {
+		out[k] = 0
+	}
+	for _, r := range rows {
+		out[r.Kind] = r.N
+	}
+	return out, err
+}
+
 // PruneResolved deletes the findings resolved before cut
 // (server/retention); open findings stay whatever their age.
 func PruneResolved(tx *gorm.DB, cut time.Time, limit int) (int64, error) {

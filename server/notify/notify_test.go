@@ -267,17 +267,30 @@ func TestGivesUpAfterRetryFor(t *testing.T) {
 	svc := notify.New(f.svc, notify.Config{Egress: f.egress, MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute, RetryFor: 30 * time.Minute})
 	job := svc.Job()
 	f.enqueue(t, "k1", notify.ExpiryEscalation)
-	for range 60 {
+	health := func(want notify.Health) {
+		t.Helper()
+		if h, err := svc.Health(ctx, f.clock.Now()); err != nil || h != want {
+			t.Fatalf("delivery health %+v %v, want %+v", h, err, want)
+		}
+	}
+	health(notify.Health{})
+	for i := range 60 {
 		if err := job.Step(ctx, f.term, f.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 		job.Wait()
+		if i == 0 {
+			health(notify.Health{Retrying: 1}) // the first attempt failed
+		}
 		f.clock.Add(time.Minute)
 	}
 	d := f.deliveries(t, svc, "ops")
 	if len(d) != 1 || d[0].Status != notify.StatusFailed || d[0].FinishedAt == nil || d[0].Error == "" {
 		t.Fatalf("after an hour of failures: %+v", d)
 	}
+	health(notify.Health{FailedLastHour: 1})
+	f.clock.Add(time.Hour)
+	health(notify.Health{}) // given up more than an hour ago
 	// Waits of 1m, 2m, 4m, then 8m each (half fixed, half jitter), taken
 	// at the next step of a minute: 6 attempts fit 30 minutes with the
 	// longest waits, 10 with the shortest.
