@@ -34,6 +34,9 @@ type env struct {
 	// the consoles' egress allowlist names them, and nothing more.
 	egressAllow []string
 	consoles    []*console.Console
+	// endpoints, when set, are the etcd endpoints of child consoles
+	// instead of etcd's (the soak test's three-member cluster).
+	endpoints string
 }
 
 // allowEgress adds host:port (a receiver or probe target the test started)
@@ -46,9 +49,6 @@ func (e *env) allowEgress(hostPort string) {
 			e.t.Fatal(err)
 		}
 	}
-	// endpoints, when set, are the etcd endpoints of child consoles
-	// instead of etcd's (the soak test's three-member cluster).
-	endpoints string
 }
 
 func newEnv(t testing.TB) *env {
