@@ -69,7 +69,7 @@ func (s *Service) step(ctx context.Context, t server.Term, r *run, now time.Time
 		ob.Verdicts = s.measure(ctx, r, now)
 	}
 	next, act := Next(r.plan, r.State, r.progress, ob, now)
-	if act.Kind == Wait && sameProgress(next, r.progress) {
+	if act.Kind == Wait && sameProgress(next, r.progress) && !r.adopted {
 		return nil
 	}
 	orig := r.progress.clone()
@@ -103,7 +103,13 @@ func (s *Service) observe(ctx context.Context, r *run) (Observation, error) {
 		return ob, err
 	}
 	if want := r.expectedVersion(); sw.Version != want {
-		ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneLine(sw.Reason, 200))
+		if r.holds(sw) {
+			// A renewal or a metadata edit: the switch does what the plan
+			// set, so the plan takes the new version as its own.
+			r.adopt(sw.Version)
+		} else {
+			ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneLine(sw.Reason, 200))
+		}
 	}
 	ob.Synced = s.fleet.Synced()
 	if l := s.live(r); l != nil {

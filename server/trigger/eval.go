@@ -166,6 +166,9 @@ const (
 const (
 	LockFlapping = "flapping"
 	LockMaxOn    = "max_on"
+	// LockOverridden: another automation (expiry, a staged rollout)
+	// changed the switch against what the rule held; a person decides.
+	LockOverridden = "overridden"
 )
 
 // Action is what a decision asks the job to do.
@@ -180,6 +183,9 @@ const (
 	ActWithdraw Action = "withdraw_proposal"
 	ActLock     Action = "lock"
 	ActHandOff  Action = "hand_off"
+	// ActOverridden: the switch is not as the rule holds it; the rule
+	// takes it as it is and locks (see Reconcile).
+	ActOverridden Action = "overridden"
 )
 
 // Flips reports whether a changes the switch.
@@ -263,6 +269,37 @@ func Fresh(switchOn bool, now time.Time) State {
 		st.Phase, st.On, st.OnSince = PhaseOn, true, now
 	}
 	return st
+}
+
+// Reconcile compares what the rule holds with the switch as stored
+// (switchOn) before an evaluation: the rule's state is a cache of the
+// world, never a memory of its own acts. A rule that agrees, or that is
+// paused or locked, only takes the switch as it is (a person or the
+// lock's own reason already stopped it). A running rule that disagrees
+// means another automation acted on the switch (a person's change would
+// have paused it): the rule takes the switch as it is and locks with
+// lock "overridden", and by names who acted, so a person decides whether
+// the rule should act again. The Decision's action is ActOverridden then,
+// ActNone otherwise.
+func Reconcile(st State, switchOn bool, by string, now time.Time) (State, Decision) {
+	d := Decision{From: st.Phase, To: st.Phase}
+	if st.On == switchOn {
+		return st, d
+	}
+	held := onOff(st.On)
+	st.On, st.OnSince = switchOn, time.Time{}
+	if switchOn {
+		st.OnSince = now
+	}
+	if st.Paused || st.Phase == PhaseLocked {
+		return st, d
+	}
+	d.Window = st.Window
+	st.Phase, st.Since, st.Window, st.Lock = PhaseLocked, now, Window{}, LockOverridden
+	st.ConfirmedBy, st.ConfirmedAt = "", time.Time{}
+	st.LockWhy = fmt.Sprintf("%s turned the switch %s while the rule held it %s; the rule takes it as it is and waits for a person", by, onOff(switchOn), held)
+	d.Action, d.Why, d.To = ActOverridden, st.LockWhy, PhaseLocked
+	return st, d
 }
 
 // Pause stops the rule until Resume.

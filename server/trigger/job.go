@@ -49,6 +49,9 @@ const queryParallel = 8
 // Step evaluates every rule that is neither paused nor locked at now.
 func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	s := j.s
+	if err := s.syncStopped(ctx, t, now); err != nil {
+		return err
+	}
 	rules, err := s.active(ctx)
 	if err != nil {
 		return err
@@ -97,6 +100,71 @@ func (s *Service) active(ctx context.Context) ([]Rule, error) {
 	err := s.db(ctx).Where("id IN (?)", s.db(ctx).Model(&stateRow{}).Select("trigger_id").
 		Where("paused = ? AND phase <> ?", false, string(PhaseLocked))).Order("id").Find(&rules).Error
 	return rules, err
+}
+
+// syncStopped brings the enforcing rules that are paused or locked to
+// the switch as it is now, so that none shows a belief the switch
+// contradicts (they do not act: Reconcile). Only a rule out of step
+// costs a transaction.
+func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time) error {
+	var rules []Rule
+	err := s.db(ctx).Where("mode = ? AND id IN (?)", ModeEnforce, s.db(ctx).Model(&stateRow{}).Select("trigger_id").
+		Where("paused = ? OR phase = ?", true, string(PhaseLocked))).Order("id").Find(&rules).Error
+	if err != nil {
+		return err
+	}
+	for i := range rules {
+		r := &rules[i]
+		_, st, err := loadState(s.db(ctx), r.ID)
+		if err != nil {
+			return err
+		}
+		sw, err := s.core.GetSwitch(ctx, r.App, r.SwitchName)
+		if err != nil || st.On == switchOn(sw) {
+			continue // a deleted switch takes its rules with it
+		}
+		_, err = s.core.InTerm(ctx, t, func(j *server.JobTx) error {
+			row, st, err := loadState(j.DB(), r.ID)
+			if err != nil || (!st.Paused && st.Phase != PhaseLocked) {
+				return err
+			}
+			sw, err := j.Switch(r.App, r.SwitchName)
+			if err != nil {
+				return err
+			}
+			next, _ := Reconcile(st, switchOn(sw), "", now)
+			return saveState(j.DB(), row, next, nil, now)
+		})
+		if errors.Is(err, server.ErrNotLeader) {
+			return err
+		}
+	}
+	return nil
+}
+
+// holds reports whether the switch of enforcing rule r is on as the rule
+// sees it: on as stored, or being turned on by the staged rollout the
+// rule started.
+func (s *Service) holds(j *server.JobTx, r *Rule, sw *server.Switch) (bool, error) {
+	if switchOn(sw) || r.RolloutTemplate == "" || s.plans == nil {
+		return switchOn(sw), nil
+	}
+	return s.plans.Runs(j, server.JobActor(audit.ActorTrigger, r.Cause()), r.App, r.SwitchName)
+}
+
+// lastChange names who made the switch's newest change and why, for a
+// rule that finds the switch changed under it.
+func lastChange(tx *gorm.DB, sw *server.Switch) string {
+	evs, _, err := audit.List(tx.Statement.Context, tx, audit.Filter{Target: sw.Target(), Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return sw.UpdatedBy
+	}
+	e := evs[0]
+	who := e.Actor
+	if e.Cause != "" {
+		who += " (" + e.Cause + ")"
+	}
+	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneLine(e.Reason, 200))
 }
 
 // query asks each rule's source for its value at now, a few at a time;
@@ -158,8 +226,27 @@ func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now tim
 		return time.Time{}, nil // paused by a person meanwhile
 	}
 	p := r.Policy(s.interval)
-	next, d := Evaluate(p, st, smp, now)
 	dry := r.Mode == ModeDryRun
+	if !dry {
+		sw, err := j.Switch(r.App, r.SwitchName)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("switch %s: %w", r.SwitchTarget(), err)
+		}
+		on, err := s.holds(j, &r, sw)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if rec, d := Reconcile(st, on, lastChange(tx, sw), now); d.Action == ActOverridden {
+			if d, err = s.act(j, &r, rec, d, smp, now); err != nil {
+				return time.Time{}, err
+			}
+			if err := saveState(tx, row, rec, &smp, now); err != nil {
+				return time.Time{}, err
+			}
+			return time.Time{}, addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+		}
+	}
+	next, d := Evaluate(p, st, smp, now)
 	if !dry && d.Action != ActNone {
 		if d, err = s.act(j, &r, next, d, smp, now); err != nil {
 			return time.Time{}, err
@@ -269,17 +356,22 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 		return d, event(notify.TriggerProposes, "proposes", fmt.Sprintf("Trigger %s proposes turning %s off: a person confirms", r.Name, r.SwitchTarget()))
 	case ActWithdraw:
 		return d, audited(audit.TriggerTransition)
-	case ActLock, ActHandOff:
+	case ActLock, ActHandOff, ActOverridden:
 		if err := audited(audit.TriggerLock); err != nil {
 			return d, err
 		}
 		spec := finding.Spec{Kind: finding.TriggerLocked, Target: r.Target(), App: r.App, Severity: finding.Warning,
 			Summary: fmt.Sprintf("Trigger %s locked itself after flapping; %s stays %s until a person resumes the rule", r.Name, r.SwitchTarget(), onOff(next.On)), Detail: d.Why}
 		title := fmt.Sprintf("Trigger %s locked itself (flapping)", r.Name)
-		if d.Action == ActHandOff {
+		switch d.Action {
+		case ActHandOff:
 			spec.Kind, spec.Severity = finding.TriggerHandoff, finding.Critical
 			spec.Summary = fmt.Sprintf("Trigger %s held %s on for max_on %s and handed it to a person: turn it off or resume the rule", r.Name, r.SwitchTarget(), r.MaxOn)
 			title = fmt.Sprintf("Trigger %s handed %s to a person (max_on %s)", r.Name, r.SwitchTarget(), r.MaxOn)
+		case ActOverridden:
+			spec.Kind = finding.TriggerOverridden
+			spec.Summary = fmt.Sprintf("Trigger %s and another automation disagree about %s, which is %s now: decide, then resume the rule to hand the switch back to it", r.Name, r.SwitchTarget(), onOff(next.On))
+			title = fmt.Sprintf("Trigger %s was overridden on %s", r.Name, r.SwitchTarget())
 		}
 		if _, err := finding.Open(j.DB(), spec, now); err != nil {
 			return d, err

@@ -39,6 +39,8 @@ type Planner interface {
 	CheckTemplate(name string) error
 	StartTemplate(j *server.JobTx, a server.Actor, app, sw, template, reason string) (int64, error)
 	EndPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error)
+	// Runs reports whether a plan a started is active on app/sw.
+	Runs(j *server.JobTx, a server.Actor, app, sw string) (bool, error)
 }
 
 // Service keeps the rules and their state: every change a person makes
@@ -473,7 +475,7 @@ func (s *Service) kick() {
 
 // resolveFindings resolves the lock and hand-off findings of rule r.
 func resolveFindings(tx *gorm.DB, r *Rule, why string, now time.Time) error {
-	for _, k := range []finding.Kind{finding.TriggerLocked, finding.TriggerHandoff} {
+	for _, k := range []finding.Kind{finding.TriggerLocked, finding.TriggerHandoff, finding.TriggerOverridden} {
 		if _, err := finding.Resolve(tx, k, r.Target(), why, now); err != nil {
 			return err
 		}
