@@ -99,14 +99,39 @@ func (s *Service) CurrentTerm(ctx context.Context) (rev int64, holder string, er
 // twice, whichever leader runs it. A deposed leader's transaction fails
 // with ErrNotLeader.
 func (s *Service) InTerm(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	return s.inTerm(ctx, t, fn, true)
+}
+
+// InTermLazyAudit is InTerm for a step that usually writes only its own
+// state (a trigger rule's evaluation, a plan waiting for its fleet): fn
+// runs without the audit chain's lock, so such saves never queue behind
+// people's changes. When fn records an audited change, its transaction is
+// rolled back and fn runs again with the lock taken first (audit.Lock
+// must come before any row lock). fn must read everything it decides on
+// through j, so that running it twice is running it once.
+func (s *Service) InTermLazyAudit(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	rc, err := s.inTerm(ctx, t, fn, false)
+	if errors.Is(err, errAuditLock) {
+		return s.inTerm(ctx, t, fn, true)
+	}
+	return rc, err
+}
+
+// errAuditLock stops a lazy job transaction (InTermLazyAudit) at its
+// first audited change.
+var errAuditLock = errors.New("server: the step records an audited change; run it again under the audit lock")
+
+func (s *Service) inTerm(ctx context.Context, t Term, fn func(j *JobTx) error, lock bool) ([]Receipt, error) {
 	var obs []*outboxRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		// A step may write its own rows before an audited change: the
 		// audit chain's lock comes first (see audit.Lock).
-		if err := audit.Lock(tx); err != nil {
-			return err
+		if lock {
+			if err := audit.Lock(tx); err != nil {
+				return err
+			}
 		}
-		j := &JobTx{s: s, tx: tx, term: t}
+		j := &JobTx{s: s, tx: tx, term: t, unlocked: !lock}
 		if err := fn(j); err != nil {
 			return err
 		}
@@ -139,6 +164,9 @@ type JobTx struct {
 	tx   *gorm.DB
 	term Term
 	obs  []*outboxRow
+	// unlocked: the transaction runs without the audit chain's lock and
+	// may record no audited change (InTermLazyAudit).
+	unlocked bool
 }
 
 // DB is the transaction, for the job's own tables.
@@ -188,6 +216,9 @@ func (j *JobTx) Switch(app, name string) (*Switch, error) {
 
 // record applies a change inside the job's transaction.
 func (j *JobTx) record(c change) error {
+	if j.unlocked {
+		return errAuditLock
+	}
 	ob, err := j.s.record(j.tx, c)
 	if ob != nil {
 		j.obs = append(j.obs, ob)

@@ -591,7 +591,11 @@ func (j *Job) interrupt(ctx context.Context, t server.Term, r *Run, p *Progress)
 // save stores the run's phase and evidence, and whatever more fn writes, in
 // one fenced transaction.
 func (j *Job) save(ctx context.Context, t server.Term, r *Run, p *Progress, fn func(tx *server.JobTx) error) error {
-	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
+	inTerm := j.s.cfg.Service.InTerm
+	if fn == nil {
+		inTerm = j.s.cfg.Service.InTermLazyAudit // the run's state only: no audit lock
+	}
+	_, err := inTerm(ctx, t, func(tx *server.JobTx) error {
 		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
 			"phase": r.Phase, "state": encode(p), "started_at": r.StartedAt, "reverted_at": r.RevertedAt,
 		})

@@ -73,7 +73,11 @@ func (s *Service) step(ctx context.Context, t server.Term, r *run, now time.Time
 		return nil
 	}
 	orig := r.progress.clone()
-	_, err = s.svc.InTerm(ctx, t, func(j *server.JobTx) error { return s.carryOut(j, r, next, act, now) })
+	inTerm := s.svc.InTerm
+	if act.Kind == Wait {
+		inTerm = s.svc.InTermLazyAudit // saves the progress only: no audit lock
+	}
+	_, err = inTerm(ctx, t, func(j *server.JobTx) error { return s.carryOut(j, r, next, act, now) })
 	var ve *server.ValidationError
 	switch {
 	case errors.Is(err, errStale), errors.Is(err, server.ErrConflict):

@@ -23,7 +23,8 @@ import (
 // audited change path, and stores the state and the evaluation. A rule
 // whose transaction fails (a person changed the switch meanwhile: 409) is
 // evaluated again at the next step; a step of a deposed leader writes
-// nothing.
+// nothing. An evaluation that only saves the rule's state does not take
+// the audit chain's lock (server.Service.InTermLazyAudit).
 type Job struct {
 	s *Service
 	// timer wakes the job when the next hold is due before the next step.
@@ -64,7 +65,7 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	for i := range rules {
 		r := &rules[i]
 		var due time.Time
-		_, err := s.core.InTerm(ctx, t, func(jt *server.JobTx) (err error) {
+		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) (err error) {
 			due, err = s.evaluateIn(jt, r, samples[i], now)
 			return err
 		})
@@ -123,7 +124,7 @@ func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time)
 		if err != nil || st.On == switchOn(sw) {
 			continue // a deleted switch takes its rules with it
 		}
-		_, err = s.core.InTerm(ctx, t, func(j *server.JobTx) error {
+		_, err = s.core.InTermLazyAudit(ctx, t, func(j *server.JobTx) error {
 			row, st, err := loadState(j.DB(), r.ID)
 			if err != nil || (!st.Paused && st.Phase != PhaseLocked) {
 				return err

@@ -496,15 +496,23 @@ func testStagedRollout(r *rig) {
 		t.Fatalf("rule phase %s after firing", st.Phase)
 	}
 
-	// Only the plan's own starter ends it this way.
-	if _, err := r.core.InTerm(ctx, r.term, func(j *server.JobTx) error {
-		ended, err := r.plans.EndPlan(j, server.JobActor(audit.ActorDrill, "drill/checkout/x"), "checkout", "staged", "not mine")
-		if ended {
-			return errors.New("another job ended the trigger's plan")
+	// Only the plan's own starter ends it this way: compared by actor kind,
+	// name and cause, so neither another job nor a person called
+	// "trigger" does.
+	for _, other := range []server.Actor{
+		server.JobActor(audit.ActorDrill, "drill/checkout/x"),
+		{Name: audit.ActorTrigger, Kind: audit.ActorUser, Role: server.RoleAdmin},
+		server.JobActor(audit.ActorTrigger, "trigger/checkout/another"),
+	} {
+		if _, err := r.core.InTerm(ctx, r.term, func(j *server.JobTx) error {
+			ended, err := r.plans.EndPlan(j, other, "checkout", "staged", "not mine")
+			if ended {
+				return errors.New(other.Kind + " " + other.Name + " " + other.Cause + " ended the trigger's plan")
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
 
 	r.set(m, 20)
