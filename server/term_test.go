@@ -300,7 +300,10 @@ func TestPersonChangeBehaviour(t *testing.T) {
 		want bool
 	}{
 		{"turn on", func() error { _, _, err := svc.TurnOn(ctx, admin, "checkout", "reco", Toggle{Reason: "x"}); return err }, true},
-		{"renew", func() error { _, _, err := svc.RenewSwitch(ctx, admin, "checkout", "reco", Change{Reason: "x"}); return err }, false},
+		{"renew", func() error {
+			_, _, err := svc.RenewSwitch(ctx, admin, "checkout", "reco", Change{Reason: "x"})
+			return err
+		}, false},
 		{"owner, description, expiry policy", func() error {
 			_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "reco", SwitchPatch{Reason: "x", Owner: &owner, Description: &desc, ExpiryPolicy: &policy})
 			return err
@@ -313,7 +316,10 @@ func TestPersonChangeBehaviour(t *testing.T) {
 			_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "reco", SwitchPatch{Reason: "x", Level: &level})
 			return err
 		}, true},
-		{"turn off", func() error { _, _, err := svc.TurnOff(ctx, admin, "checkout", "reco", Toggle{Reason: "x"}); return err }, true},
+		{"turn off", func() error {
+			_, _, err := svc.TurnOff(ctx, admin, "checkout", "reco", Toggle{Reason: "x"})
+			return err
+		}, true},
 	}
 	for _, s := range steps {
 		got = got[:0]
