@@ -78,6 +78,7 @@ func decode(r row) (*run, error) {
 		}
 	}
 	out.plan.Reason = r.Reason
+	out.plan.normalize() // plans stored before the shared on_no_data words
 	return out, nil
 }
 

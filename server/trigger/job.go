@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Job is the leader job that evaluates every rule each interval: it asks
@@ -43,9 +44,6 @@ func (j *Job) Every() time.Duration { return j.s.interval }
 
 // Wake asks for a step before the interval ends (a confirmed recovery).
 func (j *Job) Wake() <-chan struct{} { return j.s.wake }
-
-// queryParallel bounds the queries in flight during one step.
-const queryParallel = 8
 
 // Step evaluates every rule that is neither paused nor locked at now.
 func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
@@ -168,40 +166,20 @@ func lastChange(tx *gorm.DB, sw *server.Switch) string {
 	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneLine(e.Reason, 200))
 }
 
-// query asks each rule's source for its value at now, a few at a time;
-// a query that takes longer than an interval (at least a second) is an
-// error, which counts as no data, never as 0.
+// query asks each rule's source for its value at now, concurrently and
+// each within the one query timeout of server/signal: a query without an
+// answer in time is an error, never 0.
 func (s *Service) query(ctx context.Context, rules []Rule, now time.Time) []Sample {
-	out := make([]Sample, len(rules))
-	sem := make(chan struct{}, queryParallel)
-	var wg sync.WaitGroup
-	for i := range rules {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i] = s.sample(ctx, &rules[i], now)
-		}()
+	qs := make([]signal.Query, len(rules))
+	for i, r := range rules {
+		qs[i] = signal.Query{Source: r.Source, App: r.App, Query: r.Query}
 	}
-	wg.Wait()
+	ms := s.sources.MeasureAll(ctx, qs, now)
+	out := make([]Sample, len(ms))
+	for i, m := range ms {
+		out[i] = Sample(m)
+	}
 	return out
-}
-
-func (s *Service) sample(ctx context.Context, r *Rule, now time.Time) Sample {
-	src, err := s.sources.For(r.Source, r.App)
-	if err != nil {
-		return Failed(err.Error())
-	}
-	qctx, cancel := context.WithTimeout(ctx, max(s.interval, time.Second))
-	defer cancel()
-	smp, err := src.Query(qctx, r.Query, now)
-	switch {
-	case err != nil:
-		return Failed(err.Error())
-	case !smp.OK:
-		return NoData()
-	}
-	return Value(smp.Value)
 }
 
 // evaluateIn is one rule's evaluation inside the job's transaction: r is
@@ -237,7 +215,8 @@ func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now tim
 		if err != nil {
 			return time.Time{}, err
 		}
-		if rec, d := Reconcile(st, on, lastChange(tx, sw), now); d.Action == ActOverridden {
+		if _, d := Reconcile(st, on, "", now); d.Action == ActOverridden {
+			rec, d := Reconcile(st, on, lastChange(tx, sw), now) // who, read only when needed
 			if d, err = s.act(j, &r, rec, d, smp, now); err != nil {
 				return time.Time{}, err
 			}

@@ -84,7 +84,7 @@ type PreviewEvent struct {
 // It writes nothing.
 func (s *Service) Preview(ctx context.Context, app string, in PreviewInput) (*Preview, error) {
 	var v fieldErrors
-	r, err := build(app, in.Rule, s.check(ctx, app))
+	r, err := build(app, in.Rule, s.check(ctx, app, probe{}))
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
 		for _, fe := range ve.Fields {

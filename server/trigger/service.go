@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -186,10 +187,46 @@ func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) 
 	return out, nil
 }
 
-// check returns build's checks for app: its sources, and the staged
-// rollouts' templates.
-func (s *Service) check(ctx context.Context, app string) checks {
-	return checks{query: s.queryCheck(ctx, app), template: s.templateCheck}
+// check returns build's checks for app: its sources, the answer of the
+// query run once before saving (tried), and the staged rollouts'
+// templates.
+func (s *Service) check(ctx context.Context, app string, tried probe) checks {
+	return checks{query: s.queryCheck(ctx, app, tried), template: s.templateCheck}
+}
+
+// probe is a rule's query run once before it is saved.
+type probe struct {
+	source, query string
+	// refused is the query's field error when the source refused to
+	// evaluate it (several series, say); warning says it has no data now,
+	// or could not be run.
+	refused *server.FieldError
+	warning string
+}
+
+// try runs query once on app's source before a save, outside any
+// transaction. A query that does not even parse is left to the check.
+func (s *Service) try(ctx context.Context, app, source, query string) probe {
+	p := probe{source: strings.TrimSpace(source), query: strings.TrimSpace(query)}
+	src, err := s.sources.For(p.source, app)
+	if err != nil || src.Check(ctx, p.query) != nil {
+		return p
+	}
+	w, err := signal.TryQuery(ctx, src, p.query, s.core.Now())
+	var qe *signal.QueryError
+	if errors.As(err, &qe) {
+		p.refused = &server.FieldError{Field: "query", Msg: qe.Msg}
+	}
+	p.warning = w
+	return p
+}
+
+// warnings are what the answer to a save says besides the rule.
+func (p probe) warnings() []string {
+	if p.warning == "" {
+		return nil
+	}
+	return []string{"query: " + p.warning}
 }
 
 // templateCheck checks a rule's rollout template.
@@ -208,7 +245,7 @@ func (s *Service) templateCheck(name string) *server.FieldError {
 }
 
 // queryCheck checks a rule's source and query against app's sources.
-func (s *Service) queryCheck(ctx context.Context, app string) func(source, query string) *server.FieldError {
+func (s *Service) queryCheck(ctx context.Context, app string, tried probe) func(source, query string) *server.FieldError {
 	return func(source, query string) *server.FieldError {
 		src, err := s.sources.For(source, app)
 		if err != nil {
@@ -220,6 +257,9 @@ func (s *Service) queryCheck(ctx context.Context, app string) func(source, query
 				return &server.FieldError{Field: "query", Msg: qe.Msg}
 			}
 			return &server.FieldError{Field: "query", Msg: "could not be checked: " + err.Error()}
+		}
+		if source == tried.source && query == tried.query {
+			return tried.refused
 		}
 		return nil
 	}
@@ -244,9 +284,10 @@ func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
 // once the metric recovers.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*View, error) {
 	var out View
+	tried := s.try(ctx, app, in.Source, in.Query)
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
-			r, err := build(app, in, s.check(ctx, app))
+			r, err := build(app, in, s.check(ctx, app, tried))
 			if err != nil {
 				return "", nil, nil, err
 			}
@@ -279,27 +320,31 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	if err != nil {
 		return nil, err
 	}
+	out.Warnings = tried.warnings()
 	return &out, nil
 }
 
 // Update merges p over a rule. A running hold ends (the thresholds it was
 // judged by changed); a lock or pause stays.
 func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, p Patch) (*View, error) {
-	var out View
+	var (
+		out   View
+		tried probe
+	)
+	if cur, err := loadRule(s.db(ctx), app, name); err == nil {
+		if in, err := p.merged(cur); err == nil {
+			tried = s.try(ctx, app, in.Source, in.Query)
+		}
+	}
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerUpdate, Reason: p.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			cur, err := loadRule(tx, app, name)
 			if err != nil {
 				return "", nil, nil, err
 			}
-			in := cur.Input()
-			if replacesRollout(p.Fields) {
-				in.Rollout = nil // a percent and a template replace each other; null clears
-			}
-			if len(p.Fields) > 0 {
-				if err := server.DecodeStrict(p.Fields, &in); err != nil {
-					return "", nil, nil, err
-				}
+			in, err := p.merged(cur)
+			if err != nil {
+				return "", nil, nil, err
 			}
 			var v fieldErrors
 			if in.Name != cur.Name {
@@ -311,7 +356,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err := v.err(); err != nil {
 				return "", nil, nil, err
 			}
-			next, err := build(app, in, s.check(ctx, app))
+			next, err := build(app, in, s.check(ctx, app, tried))
 			if err != nil {
 				return "", nil, nil, err
 			}
@@ -349,7 +394,22 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	if err != nil {
 		return nil, err
 	}
+	out.Warnings = tried.warnings()
 	return &out, nil
+}
+
+// merged is the input of rule cur with the patch merged over it.
+func (p Patch) merged(cur *Rule) (Input, error) {
+	in := cur.Input()
+	if replacesRollout(p.Fields) {
+		in.Rollout = nil // a percent and a template replace each other; null clears
+	}
+	if len(p.Fields) > 0 {
+		if err := server.DecodeStrict(p.Fields, &in); err != nil {
+			return in, err
+		}
+	}
+	return in, nil
 }
 
 // Delete removes a rule, its state and its evaluations, and resolves its
