@@ -1,6 +1,9 @@
 package console
 
 import (
+	"context"
+	"time"
+
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
@@ -30,8 +33,12 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	var triggers *trigger.Service // built below; a run's report lists the rules it held
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
-		Namespace: c.Config.Namespace, Logger: c.log})
+		Namespace: c.Config.Namespace, Logger: c.log,
+		HeldRules: func(ctx context.Context, cause string, since time.Time) ([]string, error) {
+			return triggers.HeldBy(ctx, cause, since)
+		}})
 	c.Scheduler.Add(drills.Job())
 	ad.Drills, wd.Drills = drills, drills
 
@@ -51,8 +58,9 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	wd.Expiry, wd.Channels = exp, channels
 
 	// Auto-triggers: one leader job evaluates every rule; a person's change
-	// to a switch pauses its rules.
-	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Logger: c.log})
+	// to a switch pauses its rules; a rule reading the fleet signals of a
+	// drilled app holds while the drill runs.
+	triggers = trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Drills: drills, Logger: c.log})
 	c.Scheduler.Add(triggers.Job())
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers

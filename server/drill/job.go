@@ -616,6 +616,9 @@ func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out
 	summary = reasonText(summary)
 	p.note(now, "%s", summary)
 	r.Phase, r.Outcome, r.Summary, r.FinishedAt = PhaseDone, out, summary, &now
+	if held := j.s.cfg.HeldRules; held != nil && r.StartedAt != nil {
+		p.HeldRules, _ = held(ctx, r.Cause(), *r.StartedAt) // the report's list; the run closes regardless
+	}
 	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
 		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
 			"phase": PhaseDone, "outcome": out, "summary": summary, "state": encode(p),

@@ -237,6 +237,9 @@ type State struct {
 	PausedBy    string    `json:"paused_by,omitempty"`
 	PausedAt    time.Time `json:"paused_at,omitzero"`
 	PauseReason string    `json:"pause_reason,omitempty"`
+	// HeldBy is the drill run that holds the rule's evaluation (its
+	// query reads the drilled app's fleet signals), while it runs.
+	HeldBy string `json:"held_by,omitempty"`
 	// ConfirmedBy is the person who confirmed a proposed recovery.
 	ConfirmedBy string    `json:"confirmed_by,omitempty"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
@@ -55,6 +58,10 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	if err != nil {
 		return err
 	}
+	drilled, err := s.drilled(ctx)
+	if err != nil {
+		return err
+	}
 	samples := s.query(ctx, rules, now)
 	var (
 		errs []error
@@ -64,6 +71,9 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 		r := &rules[i]
 		var due time.Time
 		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) (err error) {
+			if drill := heldBy(r, drilled); drill != "" {
+				return s.holdIn(jt, r, samples[i], drill, now)
+			}
 			due, err = s.evaluateIn(jt, r, samples[i], now)
 			return err
 		})
@@ -139,6 +149,78 @@ func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time)
 		}
 	}
 	return nil
+}
+
+// drilled maps each app with a drill in progress to the drill's cause.
+func (s *Service) drilled(ctx context.Context) (map[string]string, error) {
+	if s.drills == nil {
+		return nil, nil
+	}
+	return s.drills.Running(ctx)
+}
+
+// heldBy is the drill run that holds rule r: one of the app whose fleet
+// signals its query reads. A drill changes those signals on purpose;
+// taken for an incident they would turn switches on for everyone.
+func heldBy(r *Rule, drilled map[string]string) string {
+	if r.Source != signal.SourceFleet || len(drilled) == 0 {
+		return ""
+	}
+	return drilled[fleet.QueryApp(r.Query, r.App)]
+}
+
+// holdIn records an evaluation of rule r held by drill: nothing is
+// decided, the state stays as it is. The first held evaluation of each
+// drill is audited (trigger.hold), which the drill's report lists.
+func (s *Service) holdIn(j *server.JobTx, queried *Rule, smp Sample, drill string, now time.Time) error {
+	tx := j.DB()
+	var r Rule
+	if err := tx.Take(&r, queried.ID).Error; err != nil {
+		return nil // deleted meanwhile
+	}
+	row, st, err := loadState(tx, r.ID)
+	if err != nil || st.Paused || st.Phase == PhaseLocked {
+		return err
+	}
+	why := heldWhy(drill)
+	if st.HeldBy != drill {
+		st.HeldBy = drill
+		reason := why + ": the rule's query reads the fleet signals the drill changes on purpose; it evaluates again when the drill ends"
+		err := j.Commit(server.Audited{Actor: server.JobActor(audit.ActorTrigger, r.Cause()), Action: audit.TriggerHold, Reason: reason, App: r.App,
+			Apply: func(*gorm.DB) (string, any, any, error) {
+				return r.Target(), nil, map[string]string{"drill": drill, "query": r.Query}, nil
+			}})
+		if err != nil {
+			return err
+		}
+	}
+	if err := saveState(tx, row, st, &smp, now); err != nil {
+		return err
+	}
+	return addEvaluation(tx, r.ID, row.Rev, smp, Decision{From: st.Phase, To: st.Phase, Why: why}, r.Mode == ModeDryRun, now)
+}
+
+// heldWhy is how an evaluation held by drill says so.
+func heldWhy(drill string) string {
+	return "held: drill " + strings.TrimPrefix(drill, "drill/") + " running"
+}
+
+// HeldBy lists the rules the drill run cause held (trigger.hold events
+// since the run began), for the drill's report.
+func (s *Service) HeldBy(ctx context.Context, cause string, since time.Time) ([]string, error) {
+	evs, _, err := audit.List(ctx, s.db(ctx), audit.Filter{Action: audit.TriggerHold, Since: since, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	prefix := heldWhy(cause) + ":"
+	var out []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.Reason, prefix) {
+			out = append(out, strings.TrimPrefix(e.Target, "trigger/"))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
 }
 
 // holds reports whether the switch of enforcing rule r is on as the rule
@@ -226,6 +308,7 @@ func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now tim
 			return time.Time{}, addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
 		}
 	}
+	st.HeldBy = "" // a drill that held the rule is over
 	next, d := Evaluate(p, st, smp, now)
 	if !dry && d.Action != ActNone {
 		if d, err = s.act(j, &r, next, d, smp, now); err != nil {

@@ -28,8 +28,19 @@ type Config struct {
 	Interval time.Duration
 	// Plans are the staged rollouts, for rules whose rollout is a template
 	// (nil: such rules are refused).
-	Plans  Planner
+	Plans Planner
+	// Drills says which drills are running (nil: none ever are); a rule
+	// reading the fleet signals of a drilled app holds meanwhile.
+	Drills Drills
 	Logger *slog.Logger
+}
+
+// Drills is what the trigger job needs of the drills (drill.Service is
+// one): the runs whose override is in place now.
+type Drills interface {
+	// Running maps each app with a drill in progress to the drill run's
+	// cause ("drill/checkout/reco-monthly#4").
+	Running(ctx context.Context) (map[string]string, error)
 }
 
 // Planner is what a rule whose rollout is a staged-rollout template needs
@@ -52,6 +63,7 @@ type Service struct {
 	sources  signal.Sources
 	interval time.Duration
 	plans    Planner
+	drills   Drills
 	log      *slog.Logger
 	wake     chan struct{}
 }
@@ -65,7 +77,7 @@ func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, drills: cfg.Drills, log: cfg.Logger, wake: make(chan struct{}, 1)}
 }
 
 // Interval is the evaluation period.
