@@ -110,11 +110,18 @@ func (s *Service) InTerm(ctx context.Context, t Term, fn func(j *JobTx) error) (
 // must come before any row lock). fn must read everything it decides on
 // through j, so that running it twice is running it once.
 func (s *Service) InTermLazyAudit(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
-	rc, err := s.inTerm(ctx, t, fn, false)
-	if errors.Is(err, errAuditLock) {
+	rc, err := s.InTermStateOnly(ctx, t, fn)
+	if errors.Is(err, ErrNeedsAudit) {
 		return s.inTerm(ctx, t, fn, true)
 	}
 	return rc, err
+}
+
+// InTermStateOnly is InTerm for a step that must record no audited
+// change: it runs without the audit chain's lock, and fails with
+// ErrNeedsAudit (writing nothing) when fn reaches one.
+func (s *Service) InTermStateOnly(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	return s.inTerm(ctx, t, fn, false)
 }
 
 // stateOnly marks a job transaction that appends nothing to the audit
@@ -131,9 +138,9 @@ func stateOnly(tx *gorm.DB) error {
 	return tx.Exec("SET LOCAL synchronous_commit = off").Error
 }
 
-// errAuditLock stops a lazy job transaction (InTermLazyAudit) at its
-// first audited change.
-var errAuditLock = errors.New("server: the step records an audited change; run it again under the audit lock")
+// ErrNeedsAudit stops a state-only job transaction (InTermStateOnly,
+// the first run of InTermLazyAudit) at its first audited change.
+var ErrNeedsAudit = errors.New("server: the step records an audited change; run it again under the audit lock")
 
 func (s *Service) inTerm(ctx context.Context, t Term, fn func(j *JobTx) error, lock bool) ([]Receipt, error) {
 	var obs []*outboxRow
@@ -233,7 +240,7 @@ func (j *JobTx) Switch(app, name string) (*Switch, error) {
 // record applies a change inside the job's transaction.
 func (j *JobTx) record(c change) error {
 	if j.unlocked {
-		return errAuditLock
+		return ErrNeedsAudit
 	}
 	ob, err := j.s.record(j.tx, c)
 	if ob != nil {

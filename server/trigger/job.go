@@ -67,14 +67,36 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 		errs []error
 		next time.Time // the earliest moment a rule is due
 	)
+	// Most steps only record what each rule saw: all of it in one
+	// transaction without the audit lock. A step in which a rule acts (or
+	// one that fails) runs again rule by rule, each in its own
+	// transaction, so one rule cannot hold up the others.
+	dues := make([]time.Time, len(rules))
+	_, err = s.core.InTermStateOnly(ctx, t, func(jt *server.JobTx) (err error) {
+		for i := range rules {
+			if dues[i], err = s.stepRule(jt, &rules[i], samples[i], drilled, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, server.ErrNotLeader):
+		return err
+	case err == nil:
+		for _, due := range dues {
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
+		}
+		j.wakeAt(now, next)
+		return nil
+	}
 	for i := range rules {
 		r := &rules[i]
 		var due time.Time
 		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) (err error) {
-			if drill := heldBy(r, drilled); drill != "" {
-				return s.holdIn(jt, r, samples[i], drill, now)
-			}
-			due, err = s.evaluateIn(jt, r, samples[i], now)
+			due, err = s.stepRule(jt, r, samples[i], drilled, now)
 			return err
 		})
 		switch {
@@ -149,6 +171,16 @@ func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time)
 		}
 	}
 	return nil
+}
+
+// stepRule is one rule's part of a step: held while a drill of the app
+// its query reads runs, evaluated otherwise. It returns when the rule is
+// due next.
+func (s *Service) stepRule(j *server.JobTx, r *Rule, smp Sample, drilled map[string]string, now time.Time) (time.Time, error) {
+	if drill := heldBy(r, drilled); drill != "" {
+		return time.Time{}, s.holdIn(j, r, smp, drill, now)
+	}
+	return s.evaluateIn(j, r, smp, now)
 }
 
 // drilled maps each app with a drill in progress to the drill's cause.
