@@ -21,9 +21,10 @@ func BenchmarkFlip(b *testing.B) {
 }
 
 // BenchmarkFlipUnderJobs measures a person's flip through the HTTP API on
-// one console twice in the same run: idle, then with the leader's jobs
-// busy — 200 auto-trigger rules on the fleet source evaluated every
-// second, 20 running staged rollouts and 5 drills with their probes —
+// one console twice in the same run: idle (five apps' SDK instances
+// serving traffic), then with the leader's jobs busy — 200 auto-trigger
+// rules on the fleet source evaluated every second, 20 running staged
+// rollouts and 5 drills of those apps with their probes —
 // and reports the p99 of each and, for jobs, its ratio to idle (target
 // ≤ 1.5). The jobs' state saves do not take the audit chain's lock, so a
 // person's change does not queue behind them.
@@ -32,6 +33,15 @@ func BenchmarkFlipUnderJobs(b *testing.B) {
 	c := e.start(steadyLeader, func(cfg *console.Config) { cfg.TriggerInterval = time.Second })
 	waitLeader(b, c)
 	mustStatus(b, call(b, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"bench","level":"L3","reason":"bench"}`), 201)
+	// The drilled apps' SDK instances and their traffic run in both
+	// halves: what differs is only the console's jobs.
+	for i := range 5 {
+		app := fmt.Sprintf("drilled-%d", i)
+		dt := startDrillTarget(b, e, app, svcCorrect, 1)
+		seedDrill(b, c, app, dt.urls[0], "")
+		waitInstances(b, c, app, 1)
+		mustStatus(b, call(b, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"30m","reason":"bench: keep it running"}`), 200)
+	}
 	var idle float64
 	b.Run("idle", func(b *testing.B) { idle = flips(b, c) })
 
@@ -49,10 +59,6 @@ func BenchmarkFlipUnderJobs(b *testing.B) {
 	}
 	for i := range 5 {
 		app := fmt.Sprintf("drilled-%d", i)
-		dt := startDrillTarget(b, e, app, svcCorrect, 1)
-		seedDrill(b, c, app, dt.urls[0], "")
-		waitInstances(b, c, app, 1)
-		mustStatus(b, call(b, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"30m","reason":"bench: keep it running"}`), 200)
 		mustStatus(b, call(b, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"bench"}`), 202)
 	}
 	eventually(b, 60*time.Second, "5 drills running and 200 rules evaluated", func() bool {
