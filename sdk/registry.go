@@ -62,7 +62,7 @@ func (c *Client) registry() {
 		if c.reachable.Swap(ok) != ok {
 			if ok {
 				c.log.Info("etcd reachable again")
-			} else {
+			} else if c.ctx.Err() == nil { // a client being closed is not an outage
 				c.log.Warn("etcd unreachable, serving last known state", "err", err)
 			}
 		}

@@ -19,20 +19,27 @@ func TestParseConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Listen != "127.0.0.1:8090" || cfg.Namespace != "default" || cfg.SnapshotDir != "./agent-data" ||
+	if cfg.Listen != "127.0.0.1:8090" || cfg.OFREPListen != "127.0.0.1:8016" || cfg.Namespace != "default" || cfg.SnapshotDir != "./agent-data" ||
 		cfg.EtcdEndpoints != nil || cfg.ShutdownTimeout != 10*time.Second {
 		t.Errorf("defaults = %+v", cfg)
 	}
 
 	// Environment twins, and flags winning over them.
 	cfg, err = parseConfig([]string{"--namespace", "prod", "--labels", "zone=b"}, env(map[string]string{
-		"SWITCHYARD_APP":            "checkout",
-		"SWITCHYARD_NAMESPACE":      "staging",
-		"SWITCHYARD_LISTEN":         "127.0.0.1:9999",
-		"SWITCHYARD_ETCD_ENDPOINTS": "http://a:2379, http://b:2379",
-		"SWITCHYARD_INSTANCE_ID":    "pod-7",
-		"SWITCHYARD_LABELS":         "zone=a,canary=true",
-		"SWITCHYARD_SNAPSHOT_DIR":   "/var/lib/switchyard",
+		"SWITCHYARD_AGENT_APP":             "checkout",
+		"SWITCHYARD_NAMESPACE":             "staging",
+		"SWITCHYARD_AGENT_LISTEN":          "127.0.0.1:9999",
+		"SWITCHYARD_AGENT_OFREP_LISTEN":    "off",
+		"SWITCHYARD_ETCD_ENDPOINTS":        "http://a:2379, http://b:2379",
+		"SWITCHYARD_AGENT_INSTANCE_ID":     "pod-7",
+		"SWITCHYARD_AGENT_LABELS":          "zone=a,canary=true",
+		"SWITCHYARD_AGENT_SNAPSHOT_DIR":    "/var/lib/switchyard",
+		"SWITCHYARD_AGENT_OFREP_RATE":      "50",
+		"SWITCHYARD_AGENT_REPORT_INTERVAL": "2s",
+		// The console's own variables do not move the agent.
+		"SWITCHYARD_LISTEN":       "127.0.0.1:1",
+		"SWITCHYARD_APP":          "other",
+		"SWITCHYARD_SNAPSHOT_DIR": "/elsewhere",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +47,7 @@ func TestParseConfig(t *testing.T) {
 	want := []string{"http://a:2379", "http://b:2379"}
 	if cfg.App != "checkout" || cfg.Namespace != "prod" || cfg.Listen != "127.0.0.1:9999" || cfg.InstanceID != "pod-7" ||
 		!reflect.DeepEqual(cfg.EtcdEndpoints, want) || !reflect.DeepEqual(cfg.Labels, map[string]string{"zone": "b"}) ||
-		cfg.SnapshotDir != "/var/lib/switchyard" {
+		cfg.SnapshotDir != "/var/lib/switchyard" || cfg.OFREPOn() || cfg.OFREPRate != 50 || cfg.ReportInterval != 2*time.Second {
 		t.Errorf("cfg = %+v", cfg)
 	}
 }
@@ -51,8 +58,11 @@ func TestParseConfigErrors(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{nil, nil, "--app (SWITCHYARD_APP) is required"},
-		{[]string{"--app", "Check Out"}, nil, `--app: "Check Out" is not a valid app name`},
+		{nil, nil, "--app or SWITCHYARD_AGENT_APP: required"},
+		{[]string{"--app", "Check Out"}, nil, `--app or SWITCHYARD_AGENT_APP: "Check Out" is not a valid app name`},
+		{[]string{"--app", "x", "--ofrep-listen", "8016"}, nil, "--ofrep-listen or SWITCHYARD_AGENT_OFREP_LISTEN"},
+		{[]string{"--app", "x", "--ofrep-rate", "-1"}, nil, "--ofrep-rate"},
+		{[]string{"--app", "x", "--report-interval", "10ms"}, nil, "--report-interval"},
 		{[]string{"--app", "x", "--namespace", "-bad"}, nil, "--namespace"},
 		{[]string{"--app", "x", "--listen", "8090"}, nil, "--listen"},
 		{[]string{"--app", "x", "--labels", "zone"}, nil, "labels"},
@@ -60,8 +70,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--app", "x", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout"},
 		{[]string{"--app", "x", "extra"}, nil, "unexpected arguments"},
 		{[]string{"--bogus"}, nil, "bogus"},
-		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_LABELS": "=a"}, "SWITCHYARD_LABELS"},
-		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_SHUTDOWN_TIMEOUT": "soon"}, "SWITCHYARD_SHUTDOWN_TIMEOUT"},
+		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_AGENT_LABELS": "=a"}, "SWITCHYARD_AGENT_LABELS"},
+		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_AGENT_SHUTDOWN_TIMEOUT": "soon"}, "SWITCHYARD_AGENT_SHUTDOWN_TIMEOUT"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			_, err := parseConfig(tc.args, func(k string) string { return tc.env[k] }, io.Discard)

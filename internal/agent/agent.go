@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -28,6 +28,7 @@ type Agent struct {
 	client *sdk.Client
 	reg    *prometheus.Registry
 	mux    *http.ServeMux
+	ofrep  *ofrep // nil when the OFREP API is off
 
 	mu      sync.RWMutex
 	handles map[string]*sdk.Handle // only names that have been published, so the set stays bounded
@@ -36,19 +37,33 @@ type Agent struct {
 // New validates cfg and starts the SDK client. Like sdk.New it does not
 // wait for etcd. Call Close to release it.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Agent, error) {
+	return newAgent(ctx, cfg, log, nil)
+}
+
+// newAgent is New with the clock of the OFREP limiter (nil: the system's).
+func newAgent(ctx context.Context, cfg Config, log *slog.Logger, clock limit.Clock) (*Agent, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
+	if err := checkSnapshotDir(cfg.SnapshotDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", setting("snapshot-dir"), err)
+	}
 	a := &Agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), handles: map[string]*sdk.Handle{}}
+	if cfg.OFREPOn() { // before the SDK client, so a bad token file is the only thing said
+		var err error
+		if a.ofrep, err = newOFREP(a, clock); err != nil {
+			return nil, err
+		}
+	}
 	sc := cfg.SDKConfig()
 	sc.Registerer = a.reg
 	sc.Logger = log
 	c, err := sdk.New(ctx, sc)
 	if err != nil {
-		return nil, fmt.Errorf("agent: %w", err)
+		return nil, err
 	}
 	a.client = c
 	a.mux = http.NewServeMux()
@@ -81,41 +96,102 @@ func (a *Agent) Handler() http.Handler { return a.mux }
 // Close stops the SDK client, which writes a final disk snapshot.
 func (a *Agent) Close() error { return a.client.Close() }
 
-// Run starts an agent, serves its API on cfg.Listen until ctx is done,
-// then drains requests for at most cfg.ShutdownTimeout and closes it.
+// checkSnapshotDir creates dir if needed and proves a file can be written
+// in it, so a bad --snapshot-dir stops the agent at start instead of
+// failing every snapshot write later. Empty: no snapshot, nothing to check.
+func checkSnapshotDir(dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".agent-check-*")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// Run starts an agent, serves its API on cfg.Listen (and OFREP on
+// cfg.OFREPListen) until ctx is done, then drains requests for at most
+// cfg.ShutdownTimeout and closes it. The listeners are opened before the
+// SDK client starts, so a port in use fails at once with the setting to
+// change and nothing else logged.
 func Run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	lns, err := listen(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, ln := range lns {
+			ln.Close() // after Shutdown this is a no-op
+		}
+	}()
 	a, err := New(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("agent: listen: %w", err)
+	servers := []*http.Server{{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}}
+	if len(lns) > 1 {
+		servers = append(servers, &http.Server{Handler: a.OFREPHandler(), ReadHeaderTimeout: 5 * time.Second})
 	}
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	log.Info("agent serving", "addr", ln.Addr().String(), "namespace", cfg.Namespace, "app", cfg.App,
-		"instance", a.client.InstanceID(), "etcd", strings.Join(cfg.EtcdEndpoints, ","))
+	done := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() { done <- srv.Serve(lns[i]) }()
+	}
+	attrs := []any{"addr", lns[0].Addr().String()}
+	if len(lns) > 1 {
+		attrs = append(attrs, "ofrep", lns[1].Addr().String())
+	}
+	log.Info("agent serving", append(attrs, "namespace", cfg.Namespace, "app", cfg.App,
+		"instance", a.client.InstanceID(), "etcd", strings.Join(cfg.EtcdEndpoints, ","))...)
+	var serveErr error
 	select {
 	case err := <-done:
-		return fmt.Errorf("agent: serve: %w", err)
+		serveErr = fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
+		log.Info("agent shutting down")
 	}
-	log.Info("agent shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("agent: shutdown: %w", err)
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil && serveErr == nil {
+			serveErr = fmt.Errorf("shutdown: %w", err)
+		}
 	}
-	if err := <-done; !errors.Is(err, http.ErrServerClosed) {
-		return err
+	return serveErr
+}
+
+// listen opens the JSON API's listener and, unless turned off, the OFREP
+// one; an error names the setting to change.
+func listen(cfg Config) ([]net.Listener, error) {
+	addrs := map[string]string{"listen": cfg.Listen}
+	names := []string{"listen"}
+	if cfg.OFREPOn() {
+		addrs["ofrep-listen"] = cfg.OFREPListen
+		names = append(names, "ofrep-listen")
 	}
-	return nil
+	var lns []net.Listener
+	for _, name := range names {
+		ln, err := net.Listen("tcp", addrs[name])
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return nil, fmt.Errorf("%w (change %s)", err, setting(name))
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
 }
 
 // handle returns the cached handle of a published switch, creating it on

@@ -17,7 +17,18 @@
 // special case for a switch the console has not created yet. Errors are
 // RFC 9457 application/problem+json documents.
 //
-// The API has no authentication and must stay on loopback (the default).
+// On a second listener (--ofrep-listen, default 127.0.0.1:8016) it speaks
+// the OpenFeature Remote Evaluation Protocol (ofrep.go), so services in any
+// language read switches with their ecosystem's OFREP provider:
+//
+//	POST /ofrep/v1/evaluate/flags/{key}   one flag; {"context":{"targetingKey":K}}
+//	POST /ofrep/v1/evaluate/flags         every flag for one context, with an ETag
+//
+// Every answer, on either API, counts in the agent's fleet signals: the
+// agent is an instance of its app whose reads are its callers' reads.
+//
+// The JSON API has no authentication and must stay on loopback (the
+// default); the OFREP API can require a bearer token (--ofrep-token-file).
 // The package must not import the console (server/, audit/, web/): the
 // agent is a client of etcd like any service, nothing more.
 package agent

@@ -78,6 +78,11 @@ func newSession(t testing.TB, root context.Context, c *console.Console) *session
 	return &session{t: t, ctx: ctx, base: c.URL()}
 }
 
+// stepsTimeout bounds one call of do. It is generous: a passing run takes
+// well under a second per call, and a CI machine compiling other packages
+// under the race detector can be ten times slower than a quiet one.
+const stepsTimeout = 30 * time.Second
+
 // do runs steps with a timeout and fails the test on error. A live refresh
 // may swap a region between finding a node and using it ("Could not find node
 // with given id"); the step that met the stale node is then tried again on the
@@ -88,7 +93,7 @@ func newSession(t testing.TB, root context.Context, c *console.Console) *session
 // rather than as a flake.
 func (s *session) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(s.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(s.ctx, stepsTimeout)
 	defer cancel()
 	retries := 0
 	for i := 0; i < len(steps); {
@@ -162,10 +167,12 @@ func TestBrowser(t *testing.T) {
 	ctx := context.Background()
 	op := newSession(t, root, c)
 	viewer := newSession(t, root, c)
+	// Every subtest starts signed in, so each one can run alone
+	// (-run 'TestBrowser/three_clicks').
+	op.signIn("admin", bootstrapToken) // the first sign-in creates the admin user
 
-	t.Run("sign in and create a switch", func(t *testing.T) {
+	t.Run("create a switch", func(t *testing.T) {
 		op.t = t
-		op.signIn("admin", bootstrapToken) // first sign-in creates the admin user
 		op.do("create switch",
 			chromedp.Navigate(op.base+"/ui/switches/new"),
 			chromedp.SendKeys(chromedp.CSS(`#new-switch input[name=app]`), "checkout"),
