@@ -87,6 +87,10 @@ const (
 	ChannelDelete Action = "channel.delete"
 )
 
+// RetentionPrune is the leader's deletion of history older than the
+// retention age (server/retention): one event per prune.
+const RetentionPrune Action = "retention.prune"
+
 // Drift is the reconciler's repair of an etcd key that differed from the
 // database; its before and after are etcd values, not entities.
 const Drift Action = "drift"
@@ -101,6 +105,7 @@ var Actions = []Action{
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete,
+	RetentionPrune,
 	Drift,
 }
 

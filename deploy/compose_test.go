@@ -80,3 +80,58 @@ func TestComposeShape(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeWiring: the consoles query the compose file's Prometheus, and
+// every service that keeps snapshots in a named volume at
+// /var/lib/switchyard runs an image that creates that directory owned by
+// its runtime user (a fresh named volume copies the image's directory;
+// without it the mount is root-owned and the non-root process cannot
+// write its snapshots).
+func TestComposeWiring(t *testing.T) {
+	raw, err := os.ReadFile("../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	for _, name := range []string{"console-a", "console-b"} {
+		if got := c.Services[name].Environment["SWITCHYARD_PROMETHEUS_URL"]; got != "http://prometheus:9090" {
+			t.Errorf("%s: SWITCHYARD_PROMETHEUS_URL %q, want the compose Prometheus http://prometheus:9090", name, got)
+		}
+	}
+	dockerfile, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := string(dockerfile)[strings.LastIndex(string(dockerfile), "\nFROM "):]
+	user := ""
+	for _, line := range strings.Split(final, "\n") {
+		if u, ok := strings.CutPrefix(line, "USER "); ok {
+			user = strings.TrimSpace(u)
+		}
+	}
+	if user != "nonroot" {
+		t.Fatalf("the image runs as %q; this test knows distroless nonroot (65532)", user)
+	}
+	creates := false
+	for _, line := range strings.Split(final, "\n") {
+		if strings.HasPrefix(line, "COPY ") && strings.Contains(line, "--chown=65532:65532") && strings.HasSuffix(strings.TrimSpace(line), " /var/lib/switchyard") {
+			creates = true
+		}
+	}
+	if !creates {
+		t.Error("the final image does not create /var/lib/switchyard owned by nonroot (65532)")
+	}
+	for name, s := range c.Services {
+		for _, v := range s.Volumes {
+			if strings.HasSuffix(v, ":/var/lib/switchyard") && s.Image != "switchyard/console:dev" {
+				t.Errorf("%s mounts /var/lib/switchyard from an image other than the one built here: %s", name, s.Image)
+			}
+		}
+	}
+	if !strings.Contains(string(raw), "/var/lib/switchyard") {
+		t.Error("no service keeps snapshots in /var/lib/switchyard")
+	}
+}

@@ -79,9 +79,10 @@
 // every watch has delivered, confirmed with an etcd progress notification
 // (a progress round trip after the change). The instance key
 // instances/<app>/<instance-id> lives on a lease of LeaseTTL (10 s) and is
-// rewritten 250 ms–1 s (random) after a change is applied, with the
-// applied revision confirmed by then (or at the next poll); the
-// registry polls for it, so applying a change wakes nothing else, and the
+// rewritten once the applied revision has been quiet for 250 ms plus a
+// random part of up to 1.5 s (at the latest 3 s plus that part after the
+// oldest change it acks); the registry polls for it, so applying a change
+// wakes nothing else, flips in quick succession cost one ack, and the
 // acks of a flip reaching many instances are spread out instead of
 // competing with the flip's own fan-out. A lost lease is re-granted and the
 // key written again. Close revokes the lease (waiting at most 1 s).
@@ -101,8 +102,10 @@
 // The registry writes them as wire.Instance.Report on the instance key:
 // with every ack, once more within 5 s of an ack when the counters of the
 // switches it changed moved (so a drill sees its flip take effect), and
-// otherwise at most once per Config.ReportInterval (10 s, ±10 %), only when
-// something changed (see reporter.due). A report carries only the entries
+// otherwise at most once per Config.ReportInterval (default 10 s; each
+// report is due the interval plus a random 0–20 % after the previous one,
+// never sooner, which spreads a fleet's writes), only when something
+// changed (see reporter.due). A report carries only the entries
 // that changed since they were last reported — counters that moved, a last
 // read that advanced by 5 minutes, or never reported — and omits switches
 // never read; the whole value stays within wire.MaxReportBytes (16 KiB),

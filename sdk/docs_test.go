@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -145,4 +146,21 @@ func exampleBodies(t *testing.T, dir string) map[string]struct{} {
 		t.Fatal(err)
 	}
 	return bodies
+}
+
+// TestDocsStateTheReportJitter: the package doc and the README say what
+// reporter.after does — the interval plus a random 0 to reportJitter,
+// never less.
+func TestDocsStateTheReportJitter(t *testing.T) {
+	want := "0–" + strconv.Itoa(int(reportJitter*100)) + " %"
+	for _, doc := range []string{"doc.go", filepath.Join("..", "README.md")} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Join(strings.Fields(strings.ReplaceAll(string(b), "//", "")), " ")
+		if !strings.Contains(text, want) || strings.Contains(text, "±") {
+			t.Errorf("%s does not state the report jitter as %q (and no ±)", doc, want)
+		}
+	}
 }

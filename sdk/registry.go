@@ -11,16 +11,57 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
-// Registry acks: the registry polls the applied revision every
-// debounceMin+rand[0, debounceJitter) and writes it once it is at least
-// debounceMin old, so an ack lands 250 ms–1 s after the change. Applying a
-// change wakes nothing (no channel send, no timer reset) and a flip
-// reaching thousands of instances spreads their writes instead of
-// bursting etcd while the flip itself is still fanning out.
+// Registry acks. The registry polls the applied revision every
+// debounceMin+rand[0, debounceJitter) and acks it (see acker) once it has
+// been quiet for this ack's delay — debounceMin plus up to ackSpread,
+// drawn when the ack became pending — or once the oldest change it covers
+// waited ackMaxWait plus the same random part. Applying a change wakes
+// nothing (no channel send, no timer reset), and:
+//
+//   - one ack covers every revision applied while it waited, so flips in
+//     quick succession cost an instance one write, not one per flip;
+//   - a fleet's acks of a flip spread over ackSpread: N instances write
+//     about N/ackSpread a second, whatever the number of flips, a budget
+//     that scales with the fleet and keeps applied-by-N/N within 2 s;
+//   - flips that never stop (faster than the delay) still get an ack from
+//     every instance at least every ackMaxWait+ackSpread.
 const (
 	debounceMin    = 250 * time.Millisecond
 	debounceJitter = 500 * time.Millisecond
+	ackSpread      = 1500 * time.Millisecond
+	ackMaxWait     = 3 * time.Second
 )
+
+// acker is the ack schedule of one instance; it belongs to the registry
+// goroutine, and time is an argument.
+type acker struct {
+	since time.Time     // when the oldest unacked change was applied; zero: none
+	delay time.Duration // quiet time this ack waits for
+	draw  func(time.Duration) time.Duration
+}
+
+// due returns when to ack the applied revision, given whether it is
+// unacked and when the last change was applied; zero when there is
+// nothing to ack. The first call that finds it unacked draws the delay.
+func (a *acker) due(unacked bool, appliedAt time.Time) time.Time {
+	if !unacked {
+		a.since = time.Time{}
+		return time.Time{}
+	}
+	if a.since.IsZero() {
+		a.since, a.delay = appliedAt, debounceMin+a.draw(ackSpread)
+	}
+	quiet := appliedAt.Add(a.delay)
+	waited := a.since.Add(ackMaxWait + a.delay - debounceMin)
+	if waited.Before(quiet) {
+		return waited
+	}
+	return quiet
+}
+
+// acked records that the ack was written: a change applied since starts
+// a new ack with a new delay.
+func (a *acker) acked() { a.since = time.Time{} }
 
 // registry keeps the lease-bound instance key up to date. It grants a
 // lease and keeps it alive over one long-lived keepalive stream (renewals
@@ -42,11 +83,13 @@ func (c *Client) registry() {
 	tick := time.NewTicker(period / 2)
 	defer tick.Stop()
 	// The applied revision is polled rather than signalled, so applying a
-	// change wakes nothing else: acks start at least debounceMin after the
-	// change and spread over the jittered poll period.
-	ackPoll := time.NewTimer(debounceMin + rand.N(debounceJitter))
+	// change wakes nothing else; a pending ack shortens the poll to its
+	// due time.
+	pollPeriod := func() time.Duration { return debounceMin + rand.N(debounceJitter) }
+	ackPoll := time.NewTimer(pollPeriod())
 	defer ackPoll.Stop()
 	var acked int64
+	ack := &acker{draw: rand.N[time.Duration]}
 	rep := c.report
 	// reportTimer wakes the registry when a periodic report is due; the
 	// ack poll also checks for follow-up reports.
@@ -90,6 +133,9 @@ func (c *Client) registry() {
 			c.log.Debug("instance registry write failed", "err", err)
 			rep.failed(now)
 			return
+		}
+		if d.rev != acked {
+			ack.acked()
 		}
 		rep.commit(d, now, d.rev != acked)
 		dirty, acked = false, d.rev
@@ -153,8 +199,15 @@ func (c *Client) registry() {
 				}
 			}
 		case <-ackPoll.C:
-			ackPoll.Reset(debounceMin + rand.N(debounceJitter))
-			step(c.Revision() != acked && time.Since(time.Unix(0, c.appliedAt.Load())) >= debounceMin)
+			due := ack.due(c.Revision() != acked, time.Unix(0, c.appliedAt.Load()))
+			now := time.Now()
+			ackDue := !due.IsZero() && !now.Before(due)
+			step(ackDue)
+			wait := pollPeriod() // also the retry of an ack that failed
+			if !due.IsZero() && !ackDue {
+				wait = min(wait, due.Sub(now))
+			}
+			ackPoll.Reset(wait)
 		case <-reportTimer.C:
 			step(false)
 		case <-tick.C:

@@ -30,7 +30,7 @@ const (
 	followUpWindow = 5 * time.Second
 	// readGranularity is how far a switch's last read must advance before
 	// that alone is reported again.
-	readGranularity = 5 * time.Minute
+	readGranularity = wire.ReadGranularity
 	// starvedReports is after how many written reports without it a
 	// changed entry goes first, with the degraded-counter changes.
 	starvedReports = 3

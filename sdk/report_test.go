@@ -597,7 +597,8 @@ func TestRegistryAckAndFollowUp(t *testing.T) {
 	})
 	ack, own := reports()
 	follow := own[0]
-	if ack.inst.AppliedRevision < rev || ack.inst.Report == nil || ack.at.Sub(flipped) > 2*time.Second {
+	// The ack waits for a quiet spell of debounceMin plus up to ackSpread.
+	if ack.inst.AppliedRevision < rev || ack.inst.Report == nil || ack.at.Sub(flipped) > debounceMin+ackSpread+500*time.Millisecond {
 		t.Fatalf("ack %+v at %v after the flip", ack.inst, ack.at.Sub(flipped))
 	}
 	if follow.inst.Report.At <= ack.inst.Report.At || follow.inst.Report.Switches["reco"].Degraded <= ack.inst.Report.Switches["reco"].Degraded {

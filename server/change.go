@@ -84,16 +84,25 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	if err := authorize(c.Actor); err != nil {
 		return nil, err
 	}
-	if err := validateReason(c.Reason); err != nil {
-		return nil, err
-	}
+	// Every bad field is reported at once: the reason's, those found
+	// decoding the request (InputErrors) and Apply's own; whatever Apply
+	// wrote is rolled back with the transaction.
+	v := InputErrors(tx.Statement.Context)
+	v.AddErr("", validateReason(c.Reason))
 	// The audit chain's lock comes before any row lock of the change (see
 	// audit.Lock).
 	if err := audit.Lock(tx); err != nil {
 		return nil, err
 	}
 	target, before, after, err := c.Apply(tx)
-	if err != nil {
+	var ve *ValidationError
+	switch {
+	case err != nil && errors.As(err, &ve):
+		v.AddErr("", err)
+	case err != nil && len(v) == 0:
+		return nil, err
+	}
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	ev := c.Actor.event(c.Action, target, c.Reason)

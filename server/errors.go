@@ -57,44 +57,6 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid request: %d fields (%s, …)", len(e.Fields), e.Fields[0].Error())
 }
 
-// validator collects field errors.
-type validator struct{ errs []*FieldError }
-
-func (v *validator) add(field, msg string) {
-	v.errs = append(v.errs, &FieldError{Field: field, Msg: msg})
-}
-
-// addErr records err, prefixing its field (if it names one) with prefix.
-func (v *validator) addErr(prefix string, err error) {
-	if err == nil {
-		return
-	}
-	var joined interface{ Unwrap() []error }
-	if errors.As(err, &joined) {
-		for _, e := range joined.Unwrap() {
-			v.addErr(prefix, e)
-		}
-		return
-	}
-	var fe *FieldError
-	if errors.As(err, &fe) {
-		field := fe.Field
-		if prefix != "" {
-			field = prefix + "." + field
-		}
-		v.add(field, fe.Msg)
-		return
-	}
-	v.add(prefix, err.Error())
-}
-
-func (v *validator) err() error {
-	if len(v.errs) == 0 {
-		return nil
-	}
-	return &ValidationError{Fields: v.errs}
-}
-
 // invalid returns a ValidationError for one field.
 func invalid(field, msg string) error {
 	return &ValidationError{Fields: []*FieldError{{Field: field, Msg: msg}}}

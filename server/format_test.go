@@ -21,3 +21,19 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestParseDuration(t *testing.T) {
+	for s, want := range map[string]time.Duration{
+		"6h": 6 * time.Hour, "90m": 90 * time.Minute, "7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour,
+		"1.5d": 36 * time.Hour, " 2d ": 48 * time.Hour, "-1d": -24 * time.Hour, "0d": 0, "1d30m15s": 24*time.Hour + 30*time.Minute + 15*time.Second,
+	} {
+		if got, err := ParseDuration(s); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "d", "7", "forever", "1e3d", "NaNd", "0x1d", "1d-2h", "1d+2h", "1dd", "1h2d", "7 d", "--1d"} {
+		if d, err := ParseDuration(s); err == nil {
+			t.Errorf("ParseDuration(%q) = %v, want an error", s, d)
+		}
+	}
+}

@@ -1,15 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -38,9 +35,9 @@ func (*LimitRule) nameColumn() string { return "resource" }
 
 // validate checks the stored parameters and description.
 func (r *LimitRule) validate() error {
-	var v validator
+	var v FieldErrors
 	validateText(&v, "description", r.Description, maxDescriptionLen)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return err
 	}
 	return validateLimit(r.Wire())
@@ -78,8 +75,26 @@ func (r *LimitRule) View() LimitView {
 // parameters, mode, scope, key_by) plus description and reason.
 type LimitInput struct {
 	wire.LimitRule
-	Description string `json:"description"`
-	Reason      string `json:"reason"`
+	// HalfOpenProbes tells an absent half_open_probes (nil: the default)
+	// from an explicit one, which must be in range (0 is refused); it
+	// shadows the rule's member of the same name in JSON.
+	HalfOpenProbes *int   `json:"half_open_probes,omitempty"`
+	Description    string `json:"description"`
+	Reason         string `json:"reason"`
+}
+
+// rule returns the rule to create: the input's, with half_open_probes
+// taken from the JSON member when given and defaulted for a breaker when
+// absent.
+func (in *LimitInput) rule() wire.LimitRule {
+	r := in.LimitRule
+	switch {
+	case in.HalfOpenProbes != nil:
+		r.HalfOpenProbes = *in.HalfOpenProbes
+	case r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0:
+		r.HalfOpenProbes = DefaultHalfOpenProbes
+	}
+	return r
 }
 
 // LimitPatch replaces some top-level fields of a rule. Fields holds the raw
@@ -125,8 +140,9 @@ func (p *LimitPatch) UnmarshalJSON(b []byte) error {
 // immutableLimitFields cannot change through a patch.
 var immutableLimitFields = []string{"app", "resource"}
 
-// merge applies the patch's fields over the current rule and decodes the
-// result strictly, so an unknown field is refused.
+// merge applies the patch's fields over the current rule, decodes the
+// result strictly (an unknown field is refused) and validates it: every
+// bad field is reported.
 func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 	for _, f := range immutableLimitFields {
 		if _, ok := p.Fields[f]; ok {
@@ -154,11 +170,11 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 		m[k] = v
 	}
 	merged, _ := json.Marshal(m)
-	var out wire.LimitRule
-	if err := DecodeStrict(merged, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	var out LimitInput
+	errs := DecodeJSON(merged, &out)
+	r := out.rule()
+	errs.AddErr("", validateLimit(&r))
+	return &r, errs.Err()
 }
 
 // DefaultHalfOpenProbes is how many probes a half-open breaker admits when
@@ -166,7 +182,9 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 // does not decide alone.
 const DefaultHalfOpenProbes = 3
 
-// validateLimit normalizes defaults and checks the rule.
+// validateLimit normalizes defaults and checks the rule. Numeric
+// parameters have their defaults filled in before (LimitInput.rule): here
+// an explicit value out of range is an error, never replaced.
 func validateLimit(r *wire.LimitRule) error {
 	if r.Mode == "" {
 		r.Mode = wire.ModeEnforce
@@ -174,18 +192,15 @@ func validateLimit(r *wire.LimitRule) error {
 	if r.Scope == "" {
 		r.Scope = wire.ScopeInstance
 	}
-	if r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0 {
-		r.HalfOpenProbes = DefaultHalfOpenProbes
-	}
 	r.Resource = strings.TrimSpace(r.Resource)
-	var v validator
-	v.addErr("", r.Validate())
-	if v.err() == nil {
+	var v FieldErrors
+	v.AddErr("", r.Validate())
+	if v.Err() == nil {
 		for _, f := range foreignParams(r) {
-			v.add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
+			v.Add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
 		}
 	}
-	return v.err()
+	return v.Err()
 }
 
 // kindParams are the parameters each limit kind takes.
@@ -230,60 +245,6 @@ func spec(r *wire.LimitRule) string {
 	return string(b)
 }
 
-// DecodeStrict decodes one JSON document, refusing unknown fields and
-// trailing data; errors name the field where possible.
-func DecodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if field := failingMember(b, v); field != "" {
-			return invalid(field, strings.TrimPrefix(err.Error(), "json: "))
-		}
-		return jsonFieldError(err)
-	}
-	if dec.More() {
-		return invalid("body", "must hold exactly one JSON object")
-	}
-	return nil
-}
-
-// failingMember finds the top-level member of a JSON object that fails to
-// decode into a fresh value of v's type on its own. It names the field for
-// errors encoding/json reports without one (a custom unmarshaler such as a
-// duration). It returns "" when no single member is to blame.
-func failingMember(b []byte, v any) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) != nil {
-		return ""
-	}
-	t := reflect.TypeOf(v)
-	if t.Kind() != reflect.Pointer {
-		return ""
-	}
-	for k, raw := range m {
-		one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
-		var ute *json.UnmarshalTypeError
-		if err := json.Unmarshal(one, reflect.New(t.Elem()).Interface()); err != nil && !errors.As(err, &ute) {
-			return k
-		}
-	}
-	return ""
-}
-
-// jsonPath is the JSON path of a field as encoding/json reports it, without
-// the Go names of embedded structs ("LimitRule.rate" is "rate"): every
-// member of this API's JSON is lower case.
-func jsonPath(field string) string {
-	parts := strings.Split(field, ".")
-	out := parts[:0]
-	for _, p := range parts {
-		if p != "" && !unicode.IsUpper(rune(p[0])) {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ".")
-}
-
 // jsonTypeName names a Go type as the JSON a client must send.
 func jsonTypeName(t reflect.Type) string {
 	switch t.Kind() {
@@ -302,30 +263,4 @@ func jsonTypeName(t reflect.Type) string {
 		return "an object"
 	}
 	return "of type " + t.String()
-}
-
-// jsonFieldError turns an encoding/json error into a ValidationError that
-// names the field.
-func jsonFieldError(err error) error {
-	var ute *json.UnmarshalTypeError
-	var fe *FieldError
-	switch {
-	case errors.As(err, &fe):
-		return &ValidationError{Fields: []*FieldError{fe}}
-	case errors.As(err, &ute):
-		field := jsonPath(ute.Field)
-		if field == "" {
-			field = "body"
-		}
-		return invalid(field, "must be "+jsonTypeName(ute.Type))
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return invalid(name, "is not a known field")
-	default:
-		msg := strings.TrimPrefix(err.Error(), "json: ")
-		if strings.Contains(msg, "duration") {
-			return invalid("body", msg)
-		}
-		return invalid("body", "is not valid JSON: "+msg)
-	}
 }

@@ -27,7 +27,7 @@ func (s *Service) GetLimit(ctx context.Context, app, resource string) (*LimitRul
 
 // CreateLimit creates a limit rule in state on (published and enforced).
 func (s *Service) CreateLimit(ctx context.Context, a Actor, app string, in LimitInput) (*LimitRule, Receipt, error) {
-	rule := in.LimitRule
+	rule := in.rule()
 	rule.App, rule.Version, rule.Resource = app, 0, strings.TrimSpace(rule.Resource)
 	return create(ctx, s, limitOp(a, app, rule.Resource, audit.LimitCreate, in.Reason, nil), func() (*LimitRule, error) {
 		if err := validateLimit(&rule); err != nil {
@@ -45,9 +45,6 @@ func (s *Service) PatchLimit(ctx context.Context, a Actor, app, resource string,
 	return update(ctx, s, limitOp(a, app, resource, audit.LimitUpdate, p.Reason, p.Version), func(r *LimitRule) error {
 		merged, err := p.merge(r.Wire())
 		if err != nil {
-			return err
-		}
-		if err := validateLimit(merged); err != nil {
 			return err
 		}
 		if p.Description != nil {

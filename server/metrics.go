@@ -11,6 +11,9 @@ type Metrics struct {
 	ReconcileRepairs *prometheus.CounterVec
 	Reconciles       prometheus.Counter
 	Leader           prometheus.Gauge
+	// JobPanics counts leader-job steps that panicked (and were
+	// recovered), by job.
+	JobPanics *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them on reg (nil: unregistered).
@@ -29,12 +32,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"action"}),
 		Reconciles: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_reconciles_total", Help: "Completed reconciler passes."}),
 		Leader:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_leader", Help: "1 while this console holds the scheduler election."}),
+		JobPanics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "switchyard_job_panics_total", Help: "Leader-job steps that panicked and were recovered, by job.",
+		}, []string{"job"}),
 	}
 	for _, action := range []string{"put", "delete"} {
 		m.ReconcileRepairs.WithLabelValues(action) // export zeros before the first repair
 	}
 	if reg != nil {
-		reg.MustRegister(m.PublishLag, m.Published, m.PublishErrors, m.OutboxDepth, m.ReconcileRepairs, m.Reconciles, m.Leader)
+		reg.MustRegister(m.PublishLag, m.Published, m.PublishErrors, m.OutboxDepth, m.ReconcileRepairs, m.Reconciles, m.Leader, m.JobPanics)
 	}
 	return m
 }

@@ -69,9 +69,9 @@ func (s *Switch) Rollout() wire.Rollout {
 
 // setRollout validates r and stores it; the error names the rollout field.
 func (s *Switch) setRollout(r wire.Rollout) error {
-	var v validator
-	v.addErr("rollout", r.Validate())
-	if err := v.err(); err != nil {
+	var v FieldErrors
+	v.AddErr("rollout", r.Validate())
+	if err := v.Err(); err != nil {
 		return err
 	}
 	s.RolloutBasis = r.Basis()
@@ -91,7 +91,7 @@ func (s *Switch) turnOn(now time.Time) {
 		return
 	}
 	s.State, s.TurnedOnAt = wire.StateOn, &now
-	if d, err := time.ParseDuration(s.MaxOn); err == nil {
+	if d, err := ParseDuration(s.MaxOn); err == nil {
 		exp := now.Add(d)
 		s.ExpiresAt = &exp
 	}
@@ -128,7 +128,7 @@ func (s *Switch) Wire() *wire.Switch {
 	if s.Fallback != "" {
 		w.Fallback = json.RawMessage(s.Fallback)
 	}
-	if d, err := time.ParseDuration(s.MaxStaleness); err == nil {
+	if d, err := ParseDuration(s.MaxStaleness); err == nil {
 		w.MaxStaleness = wire.Duration(d)
 	}
 	return w
@@ -286,47 +286,47 @@ func fallbackString(raw json.RawMessage) string {
 
 // validate checks every field of s; the error names each bad field.
 func (s *Switch) validate() error {
-	var v validator
+	var v FieldErrors
 	if !wire.ValidApp(s.App) {
-		v.add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		v.Add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	if !wire.ValidName(s.Name) {
-		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		v.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	if !s.Level.Valid() {
-		v.add("level", "must be one of L1, L2, L3, L4, L5")
+		v.Add("level", "must be one of L1, L2, L3, L4, L5")
 	}
 	validateText(&v, "description", s.Description, maxDescriptionLen)
 	validateText(&v, "owner", s.Owner, maxShortFieldLen)
 	if s.Runbook != "" && (!validRunbook(s.Runbook) || !wire.Printable(s.Runbook)) {
-		v.add("runbook", "must be an http(s) URL or a runbooks/ path")
+		v.Add("runbook", "must be an http(s) URL or a runbooks/ path")
 	}
 	switch {
 	case s.Fallback == "" && s.Level == wire.L1:
-		v.add("fallback", "is required for level L1")
+		v.Add("fallback", "is required for level L1")
 	case s.Fallback != "" && s.Level.Valid() && s.Level != wire.L1:
-		v.add("fallback", "is only allowed for level L1")
+		v.Add("fallback", "is only allowed for level L1")
 	case len(s.Fallback) > wire.MaxFallbackBytes:
-		v.add("fallback", "must be at most 64 KiB")
+		v.Add("fallback", "must be at most 64 KiB")
 	case s.Fallback != "" && !json.Valid([]byte(s.Fallback)):
-		v.add("fallback", "must be valid JSON")
+		v.Add("fallback", "must be valid JSON")
 	}
-	switch d, err := time.ParseDuration(s.MaxStaleness); {
+	switch d, err := ParseDuration(s.MaxStaleness); {
 	case s.MaxStaleness == "" && s.Level == wire.L2:
-		v.add("max_staleness", "is required for level L2")
+		v.Add("max_staleness", "is required for level L2")
 	case s.MaxStaleness != "" && s.Level.Valid() && s.Level != wire.L2:
-		v.add("max_staleness", "is only allowed for level L2")
+		v.Add("max_staleness", "is only allowed for level L2")
 	case s.MaxStaleness != "" && (err != nil || d <= 0):
-		v.add("max_staleness", `must be a positive duration such as "30s"`)
+		v.Add("max_staleness", `must be a positive duration such as "30s"`)
 	}
-	v.addErr("rollout", s.Rollout().Validate())
-	if d, err := time.ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {
-		v.add("max_on", `must be a duration between 1m and 8784h, such as "24h"`)
+	v.AddErr("rollout", s.Rollout().Validate())
+	if d, err := ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {
+		v.Add("max_on", `must be a duration between 1m and 366d (8784h), such as "24h" or "7d"`)
 	}
 	if s.ExpiryPolicy != ExpiryAutoOff && s.ExpiryPolicy != ExpiryRemind {
-		v.add("expiry_policy", `must be "auto_off" or "remind"`)
+		v.Add("expiry_policy", `must be "auto_off" or "remind"`)
 	}
-	return v.err()
+	return v.Err()
 }
 
 func validRunbook(s string) bool {
@@ -342,20 +342,20 @@ func validateReason(reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		return invalid("reason", "is required: say why you make this change")
 	}
-	var v validator
+	var v FieldErrors
 	validateText(&v, "reason", strings.TrimSpace(reason), maxReasonLen)
-	return v.err()
+	return v.Err()
 }
 
 // validateText checks free text shown to people (in the audit log, a
 // terminal, a page): at most max bytes and no control characters, which
 // could rewrite a terminal or forge a log line.
-func validateText(v *validator, field, s string, max int) {
+func validateText(v *FieldErrors, field, s string, max int) {
 	switch {
 	case len(s) > max:
-		v.add(field, fmt.Sprintf("must be at most %d characters", max))
+		v.Add(field, fmt.Sprintf("must be at most %d characters", max))
 	case !wire.Printable(s):
-		v.add(field, "must not contain control characters (newlines, tabs, escape sequences)")
+		v.Add(field, "must not contain control characters (newlines, tabs, escape sequences)")
 	}
 }
 

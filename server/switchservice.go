@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
@@ -89,9 +88,9 @@ func (s *Service) RenewSwitch(ctx context.Context, a Actor, app, name string, c 
 		if sw.State != wire.StateOn {
 			return invalid("state", "is off: only a switch that is on can be renewed")
 		}
-		d, err := time.ParseDuration(sw.MaxOn)
+		d, err := ParseDuration(sw.MaxOn)
 		if err != nil {
-			return invalid("max_on", `must be a duration such as "24h" to renew by`)
+			return invalid("max_on", `must be a duration such as "24h" or "7d" to renew by`)
 		}
 		exp := s.now().Add(d)
 		sw.ExpiresAt = &exp

@@ -122,12 +122,12 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, in TokenInput) (stri
 		Apps: strings.Join(in.Apps, ","), CreatedBy: a.Name, CreatedAt: s.now(),
 	}
 	_, err := s.commit(ctx, tokenChange(a, audit.TokenCreate, in.Reason, func(tx *gorm.DB) (string, any, any, error) {
-		var v validator
+		var v FieldErrors
 		if !wire.ValidName(in.Name) {
-			v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+			v.Add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 		}
 		validateGrants(&v, in.Role, in.Apps)
-		if err := v.err(); err != nil {
+		if err := v.Err(); err != nil {
 			return "", nil, nil, err
 		}
 		return insertToken(tx, t)

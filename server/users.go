@@ -92,29 +92,29 @@ type UserPatch struct {
 
 // validateGrants checks a role and its per-app grants (shared rules of
 // users and tokens).
-func validateGrants(v *validator, role Role, apps []string) {
+func validateGrants(v *FieldErrors, role Role, apps []string) {
 	if !role.Valid() {
-		v.add("role", `must be "viewer", "operator" or "admin"`)
+		v.Add("role", `must be "viewer", "operator" or "admin"`)
 	}
 	for i, app := range apps {
 		if app != AllApps && !wire.ValidApp(app) {
-			v.add(fmt.Sprintf("apps[%d]", i), "is not a valid app name")
+			v.Add(fmt.Sprintf("apps[%d]", i), "is not a valid app name")
 		}
 	}
 	if role == RoleOperator && len(apps) == 0 {
-		v.add("apps", `an operator needs at least one app (or "*")`)
+		v.Add("apps", `an operator needs at least one app (or "*")`)
 	}
 	if role != RoleOperator && len(apps) > 0 {
-		v.add("apps", "grants apply to operators only")
+		v.Add("apps", "grants apply to operators only")
 	}
 }
 
-func validatePassword(v *validator, pw string) {
+func validatePassword(v *FieldErrors, pw string) {
 	switch n := len([]rune(pw)); {
 	case n < minPasswordLen:
-		v.add("password", fmt.Sprintf("must be at least %d characters", minPasswordLen))
+		v.Add("password", fmt.Sprintf("must be at least %d characters", minPasswordLen))
 	case n > maxPasswordLen:
-		v.add("password", fmt.Sprintf("must be at most %d characters", maxPasswordLen))
+		v.Add("password", fmt.Sprintf("must be at most %d characters", maxPasswordLen))
 	}
 }
 
@@ -166,13 +166,13 @@ func userChange(a Actor, action audit.Action, reason string, apply func(tx *gorm
 func (s *Service) CreateUser(ctx context.Context, a Actor, in UserInput) (*User, error) {
 	var u *User
 	_, err := s.commit(ctx, userChange(a, audit.UserCreate, in.Reason, func(tx *gorm.DB) (string, any, any, error) {
-		var v validator
+		var v FieldErrors
 		if !wire.ValidName(in.Username) {
-			v.add("username", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+			v.Add("username", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 		}
 		validatePassword(&v, in.Password)
 		validateGrants(&v, in.Role, in.Apps)
-		if err := v.err(); err != nil {
+		if err := v.Err(); err != nil {
 			return "", nil, nil, err
 		}
 		var err error
@@ -259,7 +259,7 @@ func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p Us
 		if p.Apps != nil {
 			next.Apps = strings.Join(*p.Apps, ",")
 		}
-		var v validator
+		var v FieldErrors
 		validateGrants(&v, next.Role, next.Grants())
 		if p.Password != nil {
 			validatePassword(&v, *p.Password)
@@ -273,9 +273,9 @@ func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p Us
 			}
 		}
 		if cur.Username == a.Name && (next.Role != RoleAdmin || next.Disabled()) {
-			v.add("role", "you cannot demote or disable yourself; ask another admin")
+			v.Add("role", "you cannot demote or disable yourself; ask another admin")
 		}
-		if err := v.err(); err != nil {
+		if err := v.Err(); err != nil {
 			return "", nil, nil, err
 		}
 		if p.Password != nil {
@@ -373,9 +373,9 @@ func (s *Service) ChangeOwnPassword(ctx context.Context, a Actor, current, next 
 	} else if err != nil {
 		return err
 	}
-	var v validator
+	var v FieldErrors
 	validatePassword(&v, next)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return err
 	}
 	hash, err := hashPassword(next)

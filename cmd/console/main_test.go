@@ -60,6 +60,9 @@ func embeddedArgs(t *testing.T) (args []string, listen, etcdURL string) {
 func TestBinaryEmbeddedDefaults(t *testing.T) {
 	args, listen, _ := embeddedArgs(t)
 	data := args[1]
+	// Nothing answers there; the console asks Prometheus only when a rule,
+	// gate or drill does.
+	args = append(args, "--prometheus-url", "http://127.0.0.1:1/prom")
 	out := startAndStop(t, args, listen, func(token string) {
 		req, _ := http.NewRequest("POST", "http://"+listen+"/api/v1/apps/demo/switches",
 			strings.NewReader(`{"name":"s","level":"L3","reason":"smoke"}`))
@@ -71,7 +74,7 @@ func TestBinaryEmbeddedDefaults(t *testing.T) {
 		}
 		resp.Body.Close()
 	})
-	for _, want := range []string{"listening on http://" + listen, "embedded etcd", "sqlite " + data, "bootstrap admin token"} {
+	for _, want := range []string{"listening on http://" + listen, "embedded etcd", "sqlite " + data, "bootstrap admin token", "prometheus: http://127.0.0.1:1/prom"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("start-up output lacks %q:\n%s", want, out)
 		}

@@ -494,6 +494,11 @@ type Report struct {
 	Pending int `json:"pending,omitempty"`
 }
 
+// ReadGranularity is how far a switch's last read must advance before an
+// SDK reports it again for that alone: a LastRead within it of now means
+// "read within the last ReadGranularity".
+const ReadGranularity = 5 * time.Minute
+
 // SwitchSignal is one switch's signals at one instance.
 type SwitchSignal struct {
 	// Degraded counts checks answered "on" (degraded), since start.
@@ -502,7 +507,8 @@ type SwitchSignal struct {
 	// start.
 	Fallbacks uint64 `json:"f,omitempty"`
 	// LastRead is when the switch was last checked, in unix seconds; it is
-	// coarse (sampled when reports are taken).
+	// coarse (sampled when reports are taken), and a read alone moves it
+	// in a report only once it advanced by ReadGranularity.
 	LastRead int64 `json:"r,omitempty"`
 	// Latency counts the degraded requests the SDK middleware served for
 	// this switch per LatencyBuckets bucket (the last one is above every

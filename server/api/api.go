@@ -90,7 +90,7 @@ func Register(r *gin.Engine, cfg Config) {
 	h := &handler{svc: cfg.Service, etcd: cfg.Etcd, fleet: cfg.Fleet, ns: cfg.Namespace}
 	r.UseRawPath = true
 	r.UnescapePathValues = true
-	r.Use(requestID)
+	r.Use(requestID, trailingNewline)
 	if cfg.Logger != nil {
 		r.Use(logFailures(cfg.Logger))
 	}

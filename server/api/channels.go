@@ -56,7 +56,7 @@ func (h channelHandler) create(c *gin.Context) {
 		return
 	}
 	var in notify.ChannelInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	ch, err := h.svc.CreateChannel(c.Request.Context(), actor(c), in)
@@ -72,7 +72,7 @@ func (h channelHandler) patch(c *gin.Context) {
 		return
 	}
 	var p notify.ChannelPatch
-	if !bind(c, &p) {
+	if !bindAll(c, &p) {
 		return
 	}
 	ch, err := h.svc.UpdateChannel(c.Request.Context(), actor(c), c.Param("channel"), p)

@@ -43,7 +43,7 @@ func (d drills) list(c *gin.Context) {
 
 func (d drills) create(c *gin.Context) {
 	var in drill.Input
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	dr, err := d.svc.Create(c.Request.Context(), actor(c), c.Param("app"), in)

@@ -16,7 +16,7 @@ func (h *handler) listLimits(c *gin.Context) {
 
 func (h *handler) createLimit(c *gin.Context) {
 	var in server.LimitInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	r, rc, err := h.svc.CreateLimit(c.Request.Context(), actor(c), c.Param("app"), in)

@@ -43,6 +43,39 @@ func requestID(c *gin.Context) {
 	c.Next()
 }
 
+// newlineWriter remembers the last byte of the body written through it.
+type newlineWriter struct {
+	gin.ResponseWriter
+	last byte
+}
+
+func (w *newlineWriter) Write(b []byte) (int, error) {
+	if len(b) > 0 {
+		w.last = b[len(b)-1]
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *newlineWriter) WriteString(s string) (int, error) {
+	if len(s) > 0 {
+		w.last = s[len(s)-1]
+	}
+	return w.ResponseWriter.WriteString(s)
+}
+
+// trailingNewline ends every JSON answer (problem documents included) with
+// a newline, as curl users and line-oriented tools expect: documents
+// printed one after another stay one per line.
+func trailingNewline(c *gin.Context) {
+	w := &newlineWriter{ResponseWriter: c.Writer}
+	c.Writer = w
+	c.Next()
+	mt, _, _ := mime.ParseMediaType(w.Header().Get("Content-Type"))
+	if w.Size() > 0 && w.last != '\n' && (mt == "application/json" || mt == ProblemContentType) {
+		_, _ = w.ResponseWriter.Write([]byte{'\n'})
+	}
+}
+
 // Deadline bounds every request's context by d, so a database that stops
 // answering (a lock held, a network black hole) turns into a 503 instead
 // of a request that hangs; 0 leaves requests unbounded. Event streams
@@ -149,28 +182,65 @@ func checkApp(c *gin.Context) {
 // body at most 1 MiB, and unknown fields are refused. It answers the
 // problem itself and returns false on failure.
 func bind(c *gin.Context, v any) bool {
-	if err := readJSON(c, v); err != nil {
+	errs, err := readJSON(c, v)
+	if err == nil {
+		err = errs.Err()
+	}
+	if err != nil {
 		fail(c, err)
 		return false
 	}
 	return true
 }
 
-func readJSON(c *gin.Context, v any) error {
+// bindAll is bind for a create, a patch or a preview, whose service goes
+// on to check the values: unknown members and members of the wrong type do
+// not stop the request but travel in its context (server.WithInputErrors),
+// so one answer lists them with the service's own errors. The change path
+// refuses to write while they are pending; a handler whose service writes
+// nothing (a preview) ends with refusePending.
+func bindAll(c *gin.Context, v any) bool {
+	errs, err := readJSON(c, v)
+	if err != nil {
+		fail(c, err)
+		return false
+	}
+	c.Request = c.Request.WithContext(server.WithInputErrors(c.Request.Context(), errs))
+	return true
+}
+
+// refusePending answers the decoding errors a bindAll let through, if
+// any, and reports whether it did.
+func refusePending(c *gin.Context) bool {
+	if err := server.MergeInputErrors(c.Request.Context(), nil); err != nil {
+		fail(c, err)
+		return true
+	}
+	return false
+}
+
+// readJSON decodes the body into v as far as it can (server.DecodeJSON)
+// and returns the members it could not take; err is a body that is not a
+// JSON document of the allowed media type and size.
+func readJSON(c *gin.Context, v any) (server.FieldErrors, error) {
 	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
 	if err != nil || mt != "application/json" {
-		return errMediaType
+		return nil, errMediaType
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errTooLarge
+			return nil, errTooLarge
 		}
-		return err
+		return nil, err
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return &server.ValidationError{Fields: []*server.FieldError{{Field: "body", Msg: "is empty; send a JSON object"}}}
+		return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "body", Msg: "is empty; send a JSON object"}}}
 	}
-	return server.DecodeStrict(body, v)
+	errs := server.DecodeJSON(body, v)
+	if errs.Has("body") {
+		return nil, errs.Err()
+	}
+	return errs, nil
 }

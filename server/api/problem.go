@@ -96,7 +96,7 @@ func Clean(err error) string { return strings.ReplaceAll(err.Error(), "server: "
 
 // fail writes err as a problem document and aborts the request.
 func fail(c *gin.Context, err error) {
-	p := ProblemFor(err)
+	p := ProblemFor(server.MergeInputErrors(c.Request.Context(), err))
 	p.Instance = c.Request.URL.Path
 	p.RequestID = c.GetString(ctxRequestID)
 	if p.Status == http.StatusUnauthorized {

@@ -30,7 +30,7 @@ func registerRollouts(apps *gin.RouterGroup, s *rollout.Service) {
 
 func (h rollouts) create(c *gin.Context) {
 	var in rollout.Input
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	v, err := h.s.Create(c.Request.Context(), actor(c), c.Param("app"), in)

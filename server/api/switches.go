@@ -22,7 +22,7 @@ func (h *handler) listAllSwitches(c *gin.Context) {
 
 func (h *handler) createSwitch(c *gin.Context) {
 	var in server.SwitchInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	sw, rc, err := h.svc.CreateSwitch(c.Request.Context(), actor(c), c.Param("app"), in)
@@ -44,7 +44,7 @@ func (h *handler) getSwitch(c *gin.Context) {
 
 func (h *handler) patchSwitch(c *gin.Context) {
 	var p server.SwitchPatch
-	if !bind(c, &p) {
+	if !bindAll(c, &p) {
 		return
 	}
 	sw, rc, err := h.svc.PatchSwitch(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), p)

@@ -23,7 +23,7 @@ func (h *handler) listTokens(c *gin.Context) {
 
 func (h *handler) createToken(c *gin.Context) {
 	var in server.TokenInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	secret, t, err := h.svc.CreateToken(c.Request.Context(), actor(c), in)

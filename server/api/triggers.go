@@ -39,7 +39,7 @@ func (t *triggers) list(c *gin.Context) {
 
 func (t *triggers) create(c *gin.Context) {
 	var in trigger.Input
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	v, err := t.svc.Create(c.Request.Context(), actor(c), c.Param("app"), in)
@@ -123,12 +123,15 @@ func (t *triggers) evaluations(c *gin.Context) {
 
 func (t *triggers) preview(c *gin.Context) {
 	var in trigger.PreviewInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	p, err := t.svc.Preview(c.Request.Context(), c.Param("app"), in)
 	if err != nil {
 		fail(c, err)
+		return
+	}
+	if refusePending(c) {
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"preview": p})

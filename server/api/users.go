@@ -37,7 +37,7 @@ func (h *handler) getUser(c *gin.Context) {
 
 func (h *handler) createUser(c *gin.Context) {
 	var in server.UserInput
-	if !bind(c, &in) {
+	if !bindAll(c, &in) {
 		return
 	}
 	u, err := h.svc.CreateUser(c.Request.Context(), actor(c), in)
@@ -50,7 +50,7 @@ func (h *handler) createUser(c *gin.Context) {
 
 func (h *handler) patchUser(c *gin.Context) {
 	var p server.UserPatch
-	if !bind(c, &p) {
+	if !bindAll(c, &p) {
 		return
 	}
 	u, err := h.svc.UpdateUser(c.Request.Context(), actor(c), c.Param("username"), p)

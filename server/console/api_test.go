@@ -122,3 +122,29 @@ func TestClientGoneIsNotAFailure(t *testing.T) {
 		t.Fatalf("a client that went away was logged as a failure:\n%s", out)
 	}
 }
+
+// TestAnswersEndWithNewline: every JSON answer and problem document ends
+// with a newline, so documents printed one after another (a shell loop of
+// curl calls) stay one per line; event streams and pages are not JSON.
+func TestAnswersEndWithNewline(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	cases := []struct {
+		name, method, path, token, body string
+		status                          int
+	}{
+		{"create", "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"reco","level":"L3","reason":"seed"}`, 201},
+		{"get", "GET", "/api/v1/apps/checkout/switches/reco", adminToken, "", 200},
+		{"list", "GET", "/api/v1/apps/checkout/switches", adminToken, "", 200},
+		{"health", "GET", "/healthz", "", "", 200},
+		{"validation problem", "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"x","level":"L9","reason":"r"}`, 400},
+		{"unauthorized problem", "GET", "/api/v1/switches", "", "", 401},
+		{"no route problem", "GET", "/api/v1/nowhere", adminToken, "", 404},
+	}
+	for _, tc := range cases {
+		r := mustStatus(t, call(t, c, tc.method, tc.path, tc.token, tc.body), tc.status)
+		if !strings.HasSuffix(r.Raw, "}\n") || strings.HasSuffix(r.Raw, "\n\n") {
+			t.Errorf("%s: answer does not end with exactly one newline: %q", tc.name, r.Raw)
+		}
+	}
+}

@@ -135,3 +135,56 @@ func TestBadInput(t *testing.T) {
 		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
+
+// TestLimitExplicitNumbers: an explicit numeric parameter outside its range
+// is refused naming the field, for every kind; only an absent one takes
+// the default (a breaker's half_open_probes: 3).
+func TestLimitExplicitNumbers(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	lim := "/api/v1/apps/checkout/limits"
+	base := map[string]string{
+		"token_bucket":   `"rate":10,"burst":5`,
+		"sliding_window": `"limit":10,"window":"1s"`,
+		"concurrency":    `"max":4`,
+		"gcra":           `"rate":10`,
+		"adaptive":       `"min":1,"max":8`,
+		"breaker":        `"error_rate":0.5,"min_requests":10,"window":"10s","open_duration":"5s"`,
+	}
+	cases := []struct{ kind, field, value string }{
+		{"token_bucket", "rate", "0"}, {"token_bucket", "burst", "0"}, {"token_bucket", "burst", "-1"},
+		{"sliding_window", "limit", "0"}, {"sliding_window", "window", `"0s"`},
+		{"concurrency", "max", "0"}, {"concurrency", "max", "-2"},
+		{"gcra", "rate", "0"}, {"gcra", "max_wait", `"-1s"`},
+		{"adaptive", "min", "0"}, {"adaptive", "max", "0"}, {"adaptive", "window", `"10ms"`},
+		{"breaker", "half_open_probes", "0"}, {"breaker", "half_open_probes", "-1"},
+		{"breaker", "min_requests", "0"}, {"breaker", "window", `"0s"`}, {"breaker", "open_duration", `"0s"`},
+		{"breaker", "error_rate", "1.5"}, {"breaker", "slow_call_rate", "-0.1"},
+		{"breaker", "max_open_duration", `"1s"`},
+	}
+	before := e.snapshot(t, c.DB)
+	for _, tc := range cases {
+		body := `{"resource":"r","kind":"` + tc.kind + `",` + base[tc.kind] + `,"` + tc.field + `":` + tc.value + `,"reason":"r"}`
+		mustProblem(t, call(t, c, "POST", lim, adminToken, body), 400, tc.field)
+	}
+	if after := e.snapshot(t, c.DB); after != before {
+		t.Fatalf("a refused request changed something: %+v -> %+v", before, after)
+	}
+	r := mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"ledger","kind":"breaker",`+base["breaker"]+`,"reason":"r"}`), 201)
+	if r.num("limit", "half_open_probes") != 3 {
+		t.Fatalf("absent half_open_probes: want the default 3: %s", r.Raw)
+	}
+	mustProblem(t, call(t, c, "PATCH", lim+"/ledger", adminToken, `{"half_open_probes":0,"reason":"r"}`), 400, "half_open_probes")
+	r = mustStatus(t, call(t, c, "PATCH", lim+"/ledger", adminToken, `{"half_open_probes":1,"reason":"r"}`), 200)
+	if r.num("limit", "half_open_probes") != 1 {
+		t.Fatalf("patched half_open_probes: %s", r.Raw)
+	}
+	r = mustStatus(t, call(t, c, "PATCH", lim+"/ledger", adminToken, `{"kind":"concurrency","max":3,"reason":"r"}`), 200)
+	if strings.Contains(r.Raw, "half_open_probes") {
+		t.Fatalf("a concurrency limit kept the breaker's probes: %s", r.Raw)
+	}
+	r = mustStatus(t, call(t, c, "PATCH", lim+"/ledger", adminToken, `{"kind":"breaker",`+base["breaker"]+`,"reason":"r"}`), 200)
+	if r.num("limit", "half_open_probes") != 3 {
+		t.Fatalf("a limit patched into a breaker: want the default probes 3: %s", r.Raw)
+	}
+}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
@@ -68,6 +69,11 @@ type Config struct {
 	// TriggerInterval is how often the leader evaluates every auto-trigger
 	// rule; --trigger-interval / SWITCHYARD_TRIGGER_INTERVAL, default 5s.
 	TriggerInterval time.Duration
+	// Retention is how long finished drill runs, resolved findings, ended
+	// rollout plans, trigger evaluations and finished deliveries are kept
+	// before the leader prunes them; --retention / SWITCHYARD_RETENTION,
+	// default 90 days (2160h).
+	Retention time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -90,6 +96,7 @@ func DefaultConfig() Config {
 		ExpiryEscalateAfter: 4 * time.Hour,
 		NotifyTimeout:       5 * time.Second,
 		TriggerInterval:     trigger.DefaultInterval,
+		Retention:           retention.DefaultAge,
 	}
 }
 
@@ -127,6 +134,7 @@ func (c *Config) settings() []setting {
 		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
 		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
 		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
+		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention)},
 	}
 }
 
@@ -259,6 +267,9 @@ func (c *Config) Validate() error {
 	}
 	if c.TriggerInterval < 100*time.Millisecond || c.TriggerInterval > 10*time.Minute {
 		bad("trigger-interval", "must be between 100ms and 10m")
+	}
+	if c.Retention < 24*time.Hour || c.Retention > 10*365*24*time.Hour {
+		bad("retention", "must be between 24h and 87600h (10 years)")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

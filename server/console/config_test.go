@@ -25,6 +25,8 @@ func TestConfigValidate(t *testing.T) {
 		{"short bootstrap token", func(c *Config) { c.BootstrapToken = "abc" }, "SWITCHYARD_BOOTSTRAP_TOKEN"},
 		{"fractional election ttl", func(c *Config) { c.ElectionTTL = 1500 * time.Millisecond }, "--election-ttl or SWITCHYARD_ELECTION_TTL"},
 		{"zero election ttl", func(c *Config) { c.ElectionTTL = 0 }, "election-ttl"},
+		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "--retention or SWITCHYARD_RETENTION"},
+		{"retention of a year", func(c *Config) { c.Retention = 365 * 24 * time.Hour }, ""},
 		{"several problems, one line", func(c *Config) { c.Listen, c.Namespace = "8080", "Prod!" },
 			"--listen or SWITCHYARD_LISTEN: \"8080\" is not host:port; --namespace or SWITCHYARD_NAMESPACE"},
 	}
@@ -49,12 +51,13 @@ func TestConfigEnvAndFlags(t *testing.T) {
 		"SWITCHYARD_ETCD_ENDPOINTS":     "http://a:2379, http://b:2379",
 		"SWITCHYARD_NAMESPACE":          "prod",
 		"SWITCHYARD_RECONCILE_INTERVAL": "5s",
+		"SWITCHYARD_RETENTION":          "720h",
 	}
 	c := DefaultConfig()
 	if err := c.LoadEnv(func(k string) string { return env[k] }); err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second {
+	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second || c.Retention != 720*time.Hour {
 		t.Fatalf("env not applied: %+v", c)
 	}
 	if err := c.LoadEnv(func(k string) string {
@@ -72,8 +75,11 @@ func TestConfigEnvAndFlags(t *testing.T) {
 	}
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	c.AddFlags(fs)
-	if err := fs.Parse([]string{"--namespace", "staging", "--election-ttl", "3s"}); err != nil {
+	if err := fs.Parse([]string{"--namespace", "staging", "--election-ttl", "3s", "--retention", "48h"}); err != nil {
 		t.Fatal(err)
+	}
+	if c.Retention != 48*time.Hour {
+		t.Fatalf("--retention over SWITCHYARD_RETENTION: %v", c.Retention)
 	}
 	if c.Namespace != "staging" || c.ElectionTTL != 3*time.Second || c.Listen != "0.0.0.0:9000" || fs.Lookup("listen").DefValue != "0.0.0.0:9000" {
 		t.Fatalf("flags over env: %+v", c)

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,6 +64,8 @@ type Console struct {
 	opts        options
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup
+	// deliveries joins the notification requests under way.
+	deliveries interface{ Wait() }
 }
 
 // Option changes how a console starts (tests use them).
@@ -182,12 +185,15 @@ func (c *Console) open(ctx context.Context) error {
 	}
 	c.Scheduler = lead.New(c.Etcd, c.Service, lead.Config{
 		Namespace: cfg.Namespace, ID: id, SessionTTL: cfg.ElectionTTL, Now: c.opts.now, Logger: c.log,
-		OnLeading: c.Publisher.SetLeading,
+		OnLeading: c.Publisher.SetLeading, JobPanics: metrics.JobPanics,
 	})
-	c.Scheduler.Add(c.Publisher.PublishJob(0))
-	c.Scheduler.Add(c.Publisher.ReconcileJob(cfg.ReconcileInterval))
+	if err := c.addJobs(c.Publisher.PublishJob(0), c.Publisher.ReconcileJob(cfg.ReconcileInterval)); err != nil {
+		return err
+	}
 	for _, j := range c.opts.jobs {
-		c.Scheduler.Add(j(c))
+		if err := c.addJobs(j(c)); err != nil {
+			return err
+		}
 	}
 
 	gin.SetMode(gin.ReleaseMode)
@@ -312,7 +318,9 @@ func (c *Console) Describe(w io.Writer) {
 		etcd = fmt.Sprintf("etcd %v", c.Config.EtcdEndpoints)
 	}
 	fmt.Fprintf(w, "switchyard console listening on %s\n", c.URL())
-	fmt.Fprintf(w, "  namespace: %s\n  etcd:      %s\n  database:  %s\n", c.Config.Namespace, etcd, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
+	// The Prometheus URL carries no credentials (Validate refuses them).
+	prom := cmp.Or(c.Config.PrometheusURL, "none (the fleet is the only metric source; set --prometheus-url)")
+	fmt.Fprintf(w, "  namespace:  %s\n  etcd:       %s\n  prometheus: %s\n  database:   %s\n", c.Config.Namespace, etcd, prom, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
 	}
@@ -342,8 +350,37 @@ func (c *Console) Shutdown(ctx context.Context) error {
 		c.Etcd.Close()
 		<-stopped
 	}
+	c.joinDeliveries(ctx)
 	c.closeResources()
 	return err
+}
+
+// joinDeliveries waits, as long as ctx allows, for the notification
+// requests under way: each records its outcome in the database, which
+// must still be open then. The term has ended, so their fenced writes
+// fail; the next leader sends them again (receivers drop duplicates by
+// their idempotency key).
+func (c *Console) joinDeliveries(ctx context.Context) {
+	if c.deliveries == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() { c.deliveries.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		c.log.Warn("console: shutdown did not wait for the notification requests under way", "err", ctx.Err())
+	}
+}
+
+// addJobs registers leader jobs on the scheduler.
+func (c *Console) addJobs(jobs ...lead.Job) error {
+	for _, j := range jobs {
+		if err := c.Scheduler.Add(j); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+	}
+	return nil
 }
 
 func (c *Console) closeResources() {

@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/server/webui"
@@ -28,7 +29,9 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	// Staged rollouts: the leader advances the plans; a person's change
 	// to a switch pauses its plan.
 	rollouts := rollout.New(rollout.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources})
-	c.Scheduler.Add(rollouts.Job())
+	if err := c.addJobs(rollouts.Job()); err != nil {
+		return ad, wd, err
+	}
 	c.Service.OnPersonChange(rollouts.OnPersonChange)
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
@@ -39,7 +42,9 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		HeldRules: func(ctx context.Context, cause string, since time.Time) ([]string, error) {
 			return triggers.HeldBy(ctx, cause, since)
 		}})
-	c.Scheduler.Add(drills.Job())
+	if err := c.addJobs(drills.Job()); err != nil {
+		return ad, wd, err
+	}
 	ad.Drills, wd.Drills = drills, drills
 
 	// Expiry, findings (never_drilled from the drills' last passing runs)
@@ -48,12 +53,15 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		Every: c.Config.ExpiryInterval, RemindBefore: c.Config.ExpiryRemindBefore, EscalateAfter: c.Config.ExpiryEscalateAfter,
 	})
 	c.Service.OnPersonChange(exp.OnPersonChange)
-	c.Scheduler.Add(exp.Job())
-	c.Scheduler.Add(finding.NewJob(c.Service, finding.JobConfig{
-		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
-	}))
 	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log})
-	c.Scheduler.Add(channels.Job())
+	deliveries := channels.Job()
+	c.deliveries = deliveries
+	err := c.addJobs(exp.Job(), finding.NewJob(c.Service, finding.JobConfig{
+		Every: c.Config.ExpiryInterval, Fleet: c.Fleet, LastPassed: drills.LastPassed, Logger: c.log,
+	}), deliveries)
+	if err != nil {
+		return ad, wd, err
+	}
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels
 
@@ -61,9 +69,20 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	// to a switch pauses its rules; a rule reading the fleet signals of a
 	// drilled app holds while the drill runs.
 	triggers = trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Drills: drills, Logger: c.log})
-	c.Scheduler.Add(triggers.Job())
+	if err := c.addJobs(triggers.Job()); err != nil {
+		return ad, wd, err
+	}
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers
 
-	return ad, wd, nil
+	// Retention: the leader prunes each domain's old history.
+	err = c.addJobs(retention.New(retention.Config{Service: c.Service, Age: c.Config.Retention, Pruners: []retention.Pruner{
+		{Kind: "drill_runs", Prune: drill.PruneRuns},
+		{Kind: "findings", Prune: finding.PruneResolved},
+		{Kind: "rollouts", Prune: rollout.PruneEnded},
+		{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations},
+		{Kind: "deliveries", Prune: notify.PruneDeliveries},
+		{Kind: "notifications", Prune: notify.PruneEvents},
+	}}))
+	return ad, wd, err
 }

@@ -90,7 +90,7 @@ func TestDrillWithAgent(t *testing.T) {
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
 		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills", adminToken,
-		`{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"2s","recover_within":"30s",`+
+		`{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"8s","recover_within":"30s",`+
 			`"probes":[{"url":"`+url+`","required_fields":["/items","/source"],"requests":20,"max_p99":"1s"}],"reason":"monthly drill"}`), 201)
 	waitInstances(t, c, app, 1)
 

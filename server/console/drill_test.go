@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ const (
 	svcDropField = "dropfield" // fallback {"items":[]}: drops the required /source
 	svcSlow      = "slow"      // the degraded path sleeps 50 ms (a fallback that queries a database)
 	svcCached    = "cached"    // reads the switch once at start and caches it: never degrades
+	svcHang      = "hang"      // the degraded path never answers (until the test ends)
 )
 
 // drillTarget is one app of SDK instances, each behind its own HTTP
@@ -39,13 +41,16 @@ type drillTarget struct {
 	app     string
 	clients []*sdk.Client
 	urls    []string
+	// hanging counts the requests svcHang holds now; release lets them go.
+	hanging atomic.Int64
+	release chan struct{}
 }
 
 // startDrillTarget starts n instances of app of the given kind on the
 // env's etcd, reporting every second, and sends each a request every 20 ms.
 func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarget {
 	t.Helper()
-	dt := &drillTarget{app: app}
+	dt := &drillTarget{app: app, release: make(chan struct{})}
 	for i := range n {
 		c, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{e.etcd.Endpoint}, Namespace: "default", App: app,
 			InstanceID: fmt.Sprintf("%s-%d", app, i), ReportInterval: time.Second, Logger: slog.New(slog.DiscardHandler)})
@@ -69,6 +74,13 @@ func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarge
 			case kind == svcSlow:
 				time.Sleep(50 * time.Millisecond)
 				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
+			case kind == svcHang:
+				dt.hanging.Add(1)
+				defer dt.hanging.Add(-1)
+				select {
+				case <-r.Context().Done():
+				case <-dt.release:
+				}
 			default:
 				_, _ = io.WriteString(w, `{"items":[],"source":"fallback"}`)
 			}
@@ -110,6 +122,9 @@ func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarge
 	}()
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(quit); <-done }) })
+	// Registered last, so it runs first: the hanging requests end before
+	// the traffic stops and the servers close.
+	t.Cleanup(func() { close(dt.release) })
 	return dt
 }
 
@@ -125,7 +140,7 @@ func seedDrill(t testing.TB, c *console.Console, app, url, extra string) {
 	t.Helper()
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
 		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
-	body := `{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"2s","recover_within":"30s",` +
+	body := `{"name":"reco","switch":"recommend","target":{"percent":100},"duration":"8s","recover_within":"30s",` +
 		`"probes":[{"url":"` + url + `","required_fields":["/items","/source"],"requests":20}],"reason":"monthly drill"` + extra + `}`
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills", adminToken, body), 201)
 }
@@ -419,12 +434,15 @@ func (f *fakeClock) Set(t time.Time) { f.mu.Lock(); f.t = t; f.mu.Unlock() }
 
 // TestDrillSchedule drives a drill's schedule (03:30 and 03:40 in
 // Europe/Berlin, a 5 min starting deadline, a blackout all of 5 March) with
-// an injected clock: a run starts at its cron time; the next cron time
-// while it runs is refused as overlapping and recorded; a cron time inside
-// the blackout is refused and recorded; cron times that passed while no
-// console ran are recorded as one missed run, not run late; a run found due
-// within the starting deadline still starts; and the preflight refuses
-// while a person has a switch of the app on.
+// an injected clock: a run starts at its cron time; cron times that come
+// while a person's run is in progress are refused as overlapping, and
+// recorded as one row that counts them; a cron time inside the blackout is
+// refused and recorded; cron times that passed while no console ran are
+// recorded as one missed run, not run late, and later ones add to it; a
+// run found due within the starting deadline still starts; the preflight
+// refuses while a person has a switch of the app on. Runs store the drill's
+// version and spec hash, never the probe's header values, and still probe
+// with them.
 func TestDrillSchedule(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -433,15 +451,34 @@ func TestDrillSchedule(t *testing.T) {
 	at := func(day, hour, minute, sec int) time.Time {
 		return time.Date(2030, 3, day, hour, minute, sec, 0, berlin)
 	}
-	clk := &fakeClock{t: at(4, 3, 28, 0)}
+	clk := &fakeClock{t: at(4, 3, 20, 0)}
 	e := newEnv(t)
 	c := e.startWith([]console.Option{console.WithClock(clk.Now)}, steadyLeader)
 	waitLeader(t, c)
-	const app = "shop-sched"
+	const app, secret = "shop-sched", "s3cret-drill-token"
 	dt := startDrillTarget(t, e, app, svcCorrect, 2)
-	seedDrill(t, c, app, dt.urls[0], `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
+	// The probed endpoint refuses a probe whose token is not the drill's.
+	guarded := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Drill-Token") != secret {
+			http.Error(w, "bad token", http.StatusUnauthorized)
+			return
+		}
+		res, err := http.Get(dt.urls[0])
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer res.Body.Close()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.Copy(w, res.Body)
+	}))
+	t.Cleanup(guarded.Close)
+	seedDrill(t, c, app, guarded.URL, `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
 		`"blackout":[{"cron":"0 0 5 3 *","duration":"24h"}]`)
-	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"30m","reason":"hold while the test looks"}`), 200)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken,
+		`{"duration":"30m","reason":"longer than the schedule's gap"}`), 400)
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","probes":[{"url":"`+guarded.URL+
+		`","headers":{"X-Drill-Token":"`+secret+`"},"required_fields":["/items","/source"],"requests":20}],"reason":"hold while the test looks"}`), 200)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken, `{"name":"banner","level":"L3","reason":"seed"}`), 201)
 	waitInstances(t, c, app, 2)
 	d := mustStatus(t, call(t, c, "GET", "/api/v1/apps/"+app+"/drills/reco", adminToken, ""), 200)
@@ -461,38 +498,54 @@ func TestDrillSchedule(t *testing.T) {
 		eventually(t, 20*time.Second, what, func() bool { rs = runs(); return len(rs) == n && (n == 0 || rs[n-1].Phase != drill.PhasePending) })
 		return rs
 	}
-	abort := func(n int) {
+	ends := func(n int) drill.Run {
 		t.Helper()
-		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
-		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
 		// The recovery watch is timed by the console's clock too: a minute
 		// later it has seen the fleet's counters quiet, or gives up.
 		clk.Set(clk.Now().Add(time.Minute))
 		eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
-		if r := runs()[n-1]; r.Outcome != drill.OutcomeAborted {
+		return runs()[n-1]
+	}
+	abort := func(n int) {
+		t.Helper()
+		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
+		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
+		if r := ends(n); r.Outcome != drill.OutcomeAborted {
 			t.Fatalf("run #%d: %s %s", n, r.Outcome, r.Summary)
 		}
 	}
 	logRun := func(r drill.Run) {
-		t.Logf("run #%d via %s for %v: phase %s, outcome %q: %s", r.Number, r.StartedVia, r.ScheduledFor.In(berlin).Format("Jan 2 15:04 MST"), r.Phase, r.Outcome, r.Summary)
+		t.Logf("run #%d via %s for %v (×%d): phase %s, outcome %q: %s", r.Number, r.StartedVia, r.ScheduledFor.In(berlin).Format("Jan 2 15:04 MST"), r.Count, r.Phase, r.Outcome, r.Summary)
 	}
 
-	clk.Set(at(4, 3, 29, 59))
+	// A person's run at 03:28, with the probe's token; it holds the switch
+	// for 10 min, over both cron times of the day.
+	clk.Set(at(4, 3, 28, 0))
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"by hand"}`), 202)
+	eventually(t, 20*time.Second, "run #1 is active", func() bool { rs := runs(); return len(rs) == 1 && rs[0].Phase == drill.PhaseActive })
+	var dv struct{ Version int64 }
+	c.DB.Table("drills").Where("app = ?", app).Select("version").Scan(&dv)
+	if r := runs()[0]; strings.Contains(r.Spec, secret) || len(r.SpecSHA256) != 64 || r.DrillVersion != dv.Version || !strings.Contains(r.Spec, "X-Drill-Token") {
+		t.Fatalf("run #1 stores spec %s (sha256 %q, drill version %d of %d)", r.Spec, r.SpecSHA256, r.DrillVersion, dv.Version)
+	}
 	clk.Set(at(4, 3, 30, 1))
-	rs := waitRuns(1, "the 03:30 run starts")
-	eventually(t, 20*time.Second, "run #1 is active", func() bool { return runs()[0].Phase == drill.PhaseActive })
-	if !rs[0].ScheduledFor.Equal(at(4, 3, 30, 0)) || rs[0].StartedVia != drill.ViaSchedule {
-		t.Fatalf("run #1: %+v", rs[0])
-	}
-	logRun(runs()[0])
-
-	clk.Set(at(4, 3, 40, 1))
-	rs = waitRuns(2, "the 03:40 run is recorded")
-	logRun(rs[1])
-	if rs[1].Outcome != drill.OutcomeRefused || !strings.Contains(rs[1].Summary, "overlaps run #1") || rs[0].FinishedAt != nil {
+	rs := waitRuns(2, "the 03:30 run is refused")
+	if rs[1].Outcome != drill.OutcomeRefused || !strings.Contains(rs[1].Summary, "overlaps run #1") || rs[1].Count != 1 {
 		t.Fatalf("overlapping run: %+v", rs[1])
 	}
-	abort(1)
+	// At 03:40 run #1 is past its duration but not reverted yet: refused
+	// again, counted on the same row.
+	clk.Set(at(4, 3, 40, 1))
+	eventually(t, 20*time.Second, "the 03:40 refusal is counted", func() bool { rs = runs(); return len(rs) == 2 && rs[1].Count == 2 })
+	logRun(rs[1])
+	if !strings.Contains(rs[1].Summary, "refused 2 scheduled runs") || !rs[1].LastScheduledFor.Equal(at(4, 3, 40, 0)) {
+		t.Fatalf("coalesced refusals: %+v", rs[1])
+	}
+	// Its probes carried the token (the guarded endpoint answered them):
+	// the clock's jumps fail its timing verdicts, not its fallback.
+	if r := ends(1); !strings.Contains(r.Summary, "fallback correct pass") {
+		t.Fatalf("run #1 (probing with the drill's token): %s %s", r.Outcome, r.Summary)
+	}
 
 	clk.Set(at(5, 3, 30, 1))
 	rs = waitRuns(3, "the run inside the blackout is recorded")
@@ -507,19 +560,26 @@ func TestDrillSchedule(t *testing.T) {
 	clk.Set(at(7, 3, 50, 0))
 	rs = waitRuns(4, "the missed runs are recorded")
 	logRun(rs[3])
-	if rs[3].Outcome != drill.OutcomeMissed || !strings.Contains(rs[3].Summary, "missed 5 scheduled run(s)") {
+	if rs[3].Outcome != drill.OutcomeMissed || !strings.Contains(rs[3].Summary, "missed 5 scheduled run(s)") || rs[3].Count != 5 {
 		t.Fatalf("missed runs: %+v", rs[3])
 	}
+	// Down again until 8 March 03:50: two more, on the same row.
+	clk.Set(at(8, 3, 50, 0))
+	eventually(t, 20*time.Second, "the next missed runs are counted", func() bool { rs = runs(); return len(rs) == 4 && rs[3].Count == 7 })
+	logRun(rs[3])
+	if !strings.Contains(rs[3].Summary, "missed 7 scheduled run(s), from 2030-03-05 02:40:00 UTC to 2030-03-08 02:40:00 UTC") {
+		t.Fatalf("coalesced missed runs: %+v", rs[3])
+	}
 	// Found 3 min late: within the starting deadline, it starts.
-	clk.Set(at(8, 3, 33, 0))
+	clk.Set(at(9, 3, 33, 0))
 	rs = waitRuns(5, "the late run starts")
 	eventually(t, 20*time.Second, "run #5 is active", func() bool { return runs()[4].Phase == drill.PhaseActive })
 	logRun(runs()[4])
 	abort(5)
 
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/banner/on", adminToken, `{"reason":"incident: banner off"}`), 200)
-	clk.Set(at(9, 3, 30, 1))
-	// 8 March 03:40 passed unrun (missed, #6); 9 March 03:30 is due (#7).
+	clk.Set(at(10, 3, 30, 1))
+	// 9 March 03:40 passed unrun (missed, #6); 10 March 03:30 is due (#7).
 	eventually(t, 20*time.Second, "run #7 is decided", func() bool { rs = runs(); return len(rs) == 7 && rs[6].FinishedAt != nil })
 	logRun(rs[5])
 	logRun(rs[6])
@@ -573,6 +633,8 @@ func TestDrillBadInput(t *testing.T) {
 		{"no probes", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m"`), 400, "probes"},
 		{"bad expect_status", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","expect_status":700}]`), 400, "probes[0].expect_status"},
 		{"bad max_p99", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","max_p99":"fast"}]`), 400, "probes[0].max_p99"},
+		{"requests 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","requests":0}]`), 400, "probes[0].requests"},
+		{"expect_status 0", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","expect_status":0}]`), 400, "probes[0].expect_status"},
 		{"too many requests", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","requests":5000}]`), 400, "probes[0].requests"},
 		{"unknown switch", "POST", base, adminToken, mk(`"switch":"nope","target":{"percent":5},"duration":"1m",` + probe), 400, "switch"},
 		{"bad abort source", "POST", base, adminToken, with(`"abort":{"conditions":[{"source":"graphite","query":"x","op":">","threshold":1}]}`), 400, "abort.conditions[0].source"},
@@ -584,6 +646,10 @@ func TestDrillBadInput(t *testing.T) {
 		{"blackout bad cron", "POST", base, adminToken, with(`"blackout":[{"cron":"every friday","duration":"8h"}]`), 400, "blackout[0].cron"},
 		{"blackout of both kinds", "POST", base, adminToken, with(`"blackout":[{"start":"2030-01-01T00:00:00Z","end":"2030-01-02T00:00:00Z","cron":"0 9 * * *","duration":"1h"}]`), 400, "blackout[0]"},
 		{"bad starting deadline", "POST", base, adminToken, with(`"starting_deadline":"2d"`), 400, "starting_deadline"},
+		{"starting deadline under two steps", "POST", base, adminToken, with(`"starting_deadline":"1s"`), 400, "starting_deadline"},
+		{"schedule more often than a minute", "POST", base, adminToken, with(`"schedule":"@every 30s"`), 400, "schedule"},
+		{"schedule closer than the duration", "POST", base, adminToken, with(`"schedule":"*/5 * * * *","duration":"10m"`), 400, "schedule"},
+		{"probe round longer than 2m", "POST", base, adminToken, mk(`"switch":"recommend","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/r","requests":20,"timeout":"10s"}]`), 400, "probes[0].requests"},
 		{"unknown field", "POST", base, adminToken, with(`"colour":"red"`), 400, "colour"},
 		{"bad drill name", "POST", base, adminToken, `{"name":"Bad Name",` + strings.TrimPrefix(ok, `"name":"d2",`) + `}`, 400, "name"},
 		{"missing reason", "POST", base, adminToken, `{` + strings.TrimSuffix(ok, `,"reason":"r"`) + `}`, 400, "reason"},
@@ -703,4 +769,56 @@ func TestDrillAbortCondition(t *testing.T) {
 		t.Fatalf("run #2: %s %s", v.Outcome, v.Summary)
 	}
 	t.Logf("run #2: %s", v.Summary)
+}
+
+// TestDrillAbortWhileEndpointHangs: the drill's degraded endpoint never
+// answers (its probe rounds allow 4 × 30 s), yet a person's abort takes
+// effect within 1 s, and the override key is gone from the real embedded
+// etcd within 1 s after that: the rounds run off the job's step, and the
+// revert cuts them short.
+func TestDrillAbortWhileEndpointHangs(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(steadyLeader)
+	waitLeader(t, c)
+	const app = "shop-hang"
+	dt := startDrillTarget(t, e, app, svcHang, 2)
+	seedDrill(t, c, app, dt.urls[0], "")
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","probes":[{"url":"`+dt.urls[0]+
+		`","required_fields":["/items"],"requests":4,"timeout":"30s"}],"reason":"held until aborted"}`), 200)
+	waitInstances(t, c, app, 2)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill"}`), 202)
+	key := "/switchyard/v1/default/overrides/" + app + "/recommend"
+	eventually(t, 30*time.Second, "the degraded probe round hangs on the endpoint", func() bool {
+		r := runView(t, c, app, 1)
+		return r.Phase == drill.PhaseActive && e.etcdValue(key) != "" && dt.hanging.Load() > 0 && r.Progress.EffectDoneAt == nil && r.Progress.AppliedAt != nil &&
+			time.Since(*r.Progress.AppliedAt) > 2*time.Second // well into the hang
+	})
+	asked := time.Now()
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs/1/abort", adminToken, `{"reason":"the endpoint hangs"}`), 200)
+	eventually(t, time.Second, "the abort takes effect within 1 s", func() bool { return runView(t, c, app, 1).Phase != drill.PhaseActive })
+	tookEffect := time.Now()
+	eventually(t, time.Second, "the override is gone within 1 s after that", func() bool { return e.etcdValue(key) == "" })
+	gone := time.Now()
+	r := runView(t, c, app, 1)
+	if !strings.Contains(r.Progress.AbortReason, "the endpoint hangs") || r.Progress.RevertedAt == nil {
+		t.Fatalf("run: phase %s, abort %q", r.Phase, r.Progress.AbortReason)
+	}
+	t.Logf("abort took effect %v after it was asked, override gone %v after that, with %d probe requests hanging",
+		tookEffect.Sub(asked).Round(time.Millisecond), gone.Sub(tookEffect).Round(time.Millisecond), dt.hanging.Load())
+
+	// Nobody aborts the next run: its override ends with its duration,
+	// within 1 s, the hanging round cut short.
+	eventually(t, 60*time.Second, "run #1 ends", func() bool { return runView(t, c, app, 1).FinishedAt != nil })
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"3s","reason":"short"}`), 200)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill, to the end"}`), 202)
+	var applied time.Time
+	eventually(t, 30*time.Second, "run #2 applies its override", func() bool {
+		r := runView(t, c, app, 2)
+		if r.Progress.AppliedAt != nil {
+			applied = *r.Progress.AppliedAt
+		}
+		return r.Progress.AppliedAt != nil && e.etcdValue(key) != ""
+	})
+	eventually(t, time.Until(applied.Add(4*time.Second)), "the override is gone by its duration + 1 s", func() bool { return e.etcdValue(key) == "" })
+	t.Logf("run #2's override (duration 3s) was gone %v after it was applied", time.Since(applied).Round(time.Millisecond))
 }

@@ -773,7 +773,7 @@ func TestRolloutBadInput(t *testing.T) {
 		{"percent above 100", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":101}],"reason":"r"}`, 400, "steps[0].percent"},
 		{"percent below 0", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":-1}],"reason":"r"}`, 400, "steps[0].percent"},
 		{"percent not increasing", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":50},{"percent":5}],"reason":"r"}`, 400, "steps[1].percent"},
-		{"percent of the wrong type", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":"5"}],"reason":"r"}`, 400, "steps.percent"},
+		{"percent of the wrong type", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":"5"}],"reason":"r"}`, 400, "steps[0].percent"},
 		{"negative hold", "POST", plans, adminToken, `{"switch":"search","steps":[{"percent":5,"hold":"-5m"}],"reason":"r"}`, 400, "steps[0].hold"},
 		{"unknown source", "POST", plans, adminToken, cond("graphite", "x"), 400, "gate.conditions[0].source"},
 		{"prometheus not configured", "POST", plans, adminToken, cond("prometheus", "up"), 400, "gate.conditions[0].source"},

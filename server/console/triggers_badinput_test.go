@@ -107,7 +107,7 @@ func TestTriggerBadInput(t *testing.T) {
 		{"percent and template", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":5,"template":"default"}`), 400, "rollout", "not both"},
 		// The base's strict decoder names an unknown nested member without
 		// its parent ("selector", not "rollout.selector").
-		{"rollout with a selector", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":5,"selector":"zone=a"}`), 400, "selector", "not a known field"},
+		{"rollout with a selector", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":5,"selector":"zone=a"}`), 400, "rollout.selector", "not a known field"},
 		{"flap max 0", c, "POST", tr, adminToken, rule(good + `,"flap":{"max_transitions":0,"window":"1h"}`), 400, "flap.max_transitions", ""},
 		{"flap window 0", c, "POST", tr, adminToken, rule(good + `,"flap":{"max_transitions":3,"window":"0s"}`), 400, "flap.window", ""},
 		{"description with a control character", c, "POST", tr, adminToken, rule(good + `,"description":"a\u001b[2J"`), 400, "description", ""},

@@ -12,6 +12,12 @@
 // leader dies, etcd deletes it within the lease TTL, so a drill can never
 // leave a switch on. A new leader records such a run as interrupted.
 //
+// The job's files follow its concerns: schedule.go fires the schedules
+// (time zones and daylight saving, missed and refused runs), lease.go
+// keeps the overrides' leases, rounds.go runs the probe rounds off the
+// job's step, job.go moves each run through its phases (progress.go holds
+// the state machine and the verdicts).
+//
 // The package owns the drills and drill_runs tables. It changes nothing
 // but its own rows, the override keys and, through the audited change path
 // of package server, the audit log, findings and notifications.

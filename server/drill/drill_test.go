@@ -135,7 +135,7 @@ func TestDecide(t *testing.T) {
 		{"checked, holding", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 29 * time.Second, actWait},
 		{"duration over: revert", PhaseActive, Progress{AppliedAt: &t0, EffectDoneAt: after(time.Second), Instances: rose}, 30 * time.Second, actRevert},
 		{"aborted: revert at once", PhaseActive, Progress{AppliedAt: &t0, AbortReason: "x", Instances: quiet}, time.Second, actRevert},
-		{"duration over before the effect check: probe first", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 40 * time.Second, actProbe},
+		{"duration over before the effect check: revert (the override never outlives its duration)", PhaseActive, Progress{AppliedAt: &t0, Instances: quiet}, 30 * time.Second, actRevert},
 		{"recovering: wait", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 10 * time.Second, actWait},
 		{"recovered (one gone): finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: stopped}, time.Second, actFinish},
 		{"recover deadline: finish", PhaseRecovering, Progress{RevertedAt: &t0, Instances: quiet}, 20 * time.Second, actFinish},
@@ -245,5 +245,14 @@ func TestViewsHideProbeHeaders(t *testing.T) {
 	}
 	if !strings.Contains(d.Spec, "s3cret") {
 		t.Error("the stored spec lost the header")
+	}
+}
+
+// TestStatusCounts: the Markdown report writes a round's answers as the
+// run page does, in order of status, never in Go's map syntax.
+func TestStatusCounts(t *testing.T) {
+	r := ProbeRound{Statuses: map[string]int{"503": 2, "200": 18, "error": 1}}
+	if got := r.statusCounts(); got != "200×18 503×2 error×1" {
+		t.Errorf("statusCounts = %q", got)
 	}
 }

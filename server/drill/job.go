@@ -8,10 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"gorm.io/gorm"
 
@@ -33,6 +31,7 @@ type Job struct {
 
 	mu      sync.Mutex
 	keepers map[int64]*keeper // by run id
+	rounds  map[int64]*rounds // probe rounds under way or done, by run id
 }
 
 // activeEvery is the pace of the steps while a run is in progress.
@@ -52,15 +51,6 @@ func (j *Job) kick() {
 	case j.wake <- struct{}{}:
 	default:
 	}
-}
-
-// keeper keeps one run's override lease alive for one term.
-type keeper struct {
-	term    int64
-	lease   clientv3.LeaseID
-	cancel  context.CancelFunc
-	lost    atomic.Bool // the lease ended while the keeper ran
-	stopped atomic.Bool // the run removed its override itself
 }
 
 // Step fires due schedules and advances every run in progress.
@@ -90,107 +80,8 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// schedule records the runs the drills' schedules owe at now.
-func (j *Job) schedule(ctx context.Context, t server.Term, now time.Time) error {
-	var drills []Drill
-	if err := j.s.db.WithContext(ctx).Where("enabled = ?", true).Order("id").Find(&drills).Error; err != nil {
-		return fmt.Errorf("drill: read drills: %w", err)
-	}
-	var errs []error
-	for i := range drills {
-		d := &drills[i]
-		sp, err := d.spec()
-		if err != nil || sp.Schedule == "" {
-			continue
-		}
-		pl, err := sp.compile()
-		if err != nil {
-			continue
-		}
-		last := d.CreatedAt
-		if d.LastScheduledAt != nil {
-			last = *d.LastScheduledAt
-		}
-		du := dueAt(pl, last, now)
-		if du.Last.Equal(last) {
-			continue
-		}
-		_, err = j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error { return j.fire(tx, d, pl, du, last, now) })
-		if err != nil {
-			if errors.Is(err, server.ErrNotLeader) {
-				return err
-			}
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// fire records what one drill's schedule owes: a missed run for the cron
-// times that passed unrun, and the run due now — refused at once when it
-// would overlap the drill's run in progress.
-func (j *Job) fire(tx *server.JobTx, d *Drill, pl *plan, du due, last, now time.Time) error {
-	db := tx.DB()
-	res := db.Model(&Drill{}).Where("id = ? AND (last_scheduled_at IS NULL OR last_scheduled_at = ?)", d.ID, last).
-		Update("last_scheduled_at", du.Last)
-	if res.Error != nil || res.RowsAffected == 0 {
-		return res.Error // changed meanwhile: the next step sees the new schedule
-	}
-	if du.MissedCount > 0 {
-		r, err := newRun(db, d, now)
-		if err != nil {
-			return err
-		}
-		first := du.Missed[0]
-		r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &first, ViaSchedule, "schedule", audit.ActorDrill
-		r.Summary = fmt.Sprintf("missed %d scheduled run(s), %s: no console led at the time", du.MissedCount, missedSpan(du))
-		if pl.startingDeadline > 0 {
-			r.Summary += fmt.Sprintf(" or within the starting deadline of %s", server.ShortDuration(pl.startingDeadline))
-		}
-		closeAt(r, OutcomeMissed, now)
-		if err := db.Create(r).Error; err != nil {
-			return err
-		}
-	}
-	if du.Start.IsZero() {
-		return nil
-	}
-	r, err := newRun(db, d, now)
-	if err != nil {
-		return err
-	}
-	start := du.Start
-	r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &start, ViaSchedule, "schedule", audit.ActorDrill
-	open, err := openRun(db, d.App, d.Name)
-	if err != nil {
-		return err
-	}
-	if open != nil {
-		r.Summary = fmt.Sprintf("refused: the run scheduled for %s overlaps run #%d, still %s", stamp(start), open.Number, open.Phase)
-		closeAt(r, OutcomeRefused, now)
-	}
-	return db.Create(r).Error
-}
-
-func missedSpan(du due) string {
-	if len(du.Missed) == 1 {
-		return "at " + stamp(du.Missed[0])
-	}
-	return "from " + stamp(du.Missed[0]) + " to " + stamp(du.Missed[len(du.Missed)-1])
-}
-
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
-
 func closeAt(r *Run, outcome string, now time.Time) {
 	r.Phase, r.Outcome, r.FinishedAt = PhaseDone, outcome, &now
-}
-
-// holds reports whether this term keeps the run's lease alive.
-func (j *Job) holds(runID, term int64) (*keeper, bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	k := j.keepers[runID]
-	return k, k != nil && k.term == term
 }
 
 // advance moves one run in progress on.
@@ -223,9 +114,13 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 	case actStart:
 		return j.start(ctx, t, r, p, pl)
 	case actProbe:
-		for _, pr := range pl.probes {
-			p.Degraded = append(p.Degraded, j.s.prober.round(ctx, pr))
+		// Degraded rounds until the duration ends at the latest.
+		left := p.AppliedAt.Add(pl.duration).Sub(now)
+		rounds, done, err := j.probe(ctx, t.Rev, r, stageDegraded, pl, min(left, pl.roundBudget()))
+		if err != nil || !done {
+			return errors.Join(err, j.save(ctx, t, r, p, nil))
 		}
+		p.Degraded = rounds
 		at := j.s.cfg.Service.Now()
 		p.EffectDoneAt = &at
 		p.note(at, "takes effect checked; degraded probes sent")
@@ -234,11 +129,21 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 		}
 		return j.save(ctx, t, r, p, nil)
 	case actRevert:
+		if p.EffectDoneAt == nil && p.Degraded == nil {
+			// Aborted, or the duration ended, with the degraded rounds
+			// under way: they stop, and what they showed is kept.
+			if rounds := j.cutShort(r.ID, stageDegraded); rounds != nil {
+				p.Degraded = rounds
+				p.note(j.s.cfg.Service.Now(), "degraded probes cut short by the revert")
+			}
+		}
 		return j.revert(ctx, t, r, p)
 	case actFinish:
-		for _, pr := range pl.probes {
-			p.After = append(p.After, j.s.prober.round(ctx, pr))
+		rounds, done, err := j.probe(ctx, t.Rev, r, stageAfter, pl, pl.roundBudget())
+		if err != nil || !done {
+			return errors.Join(err, j.save(ctx, t, r, p, nil))
 		}
+		p.After = rounds
 		v := judge(p, pl)
 		p.Verdicts = &v
 		out := outcome(p, v)
@@ -357,14 +262,21 @@ func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress,
 // start is audited), the leader keeps the lease alive, and the override is
 // written under it in one fenced transaction.
 func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl *plan) error {
+	if j.underway(r.ID, t.Rev, stageBaseline) {
+		return nil // the step after they are done goes on
+	}
+	// The preflight is checked before the baseline rounds start and again
+	// once they are done, so it still holds when the override is written.
 	checks, sw := j.preflight(ctx, r, pl)
 	p.Preflight = checks
 	if failed := failedChecks(checks); failed != "" {
 		return j.close(ctx, t, r, p, OutcomeRefused, "refused by the preflight: "+failed)
 	}
-	for _, pr := range pl.probes {
-		p.Baseline = append(p.Baseline, j.s.prober.round(ctx, pr))
+	rounds, done, err := j.probe(ctx, t.Rev, r, stageBaseline, pl, pl.roundBudget())
+	if err != nil || !done {
+		return err // the run stays pending until its baseline is in
 	}
+	p.Baseline = rounds
 	for _, b := range p.Baseline {
 		if b.Failures > 0 {
 			if r.DryRun {
@@ -448,83 +360,6 @@ func (j *Job) resumeApply(ctx context.Context, t server.Term, r *Run, p *Progres
 	return j.apply(ctx, t, r, p, k, string(val))
 }
 
-// keep keeps the lease alive for the term: when the term ends (or this
-// console stops) the keeper revokes it, and if this console dies etcd
-// expires it, so the override never outlives its leader by more than the
-// TTL.
-func (j *Job) keep(ctx context.Context, term, runID int64, lease clientv3.LeaseID) *keeper {
-	kctx, cancel := context.WithCancel(ctx)
-	k := &keeper{term: term, lease: lease, cancel: cancel}
-	j.mu.Lock()
-	if old := j.keepers[runID]; old != nil {
-		old.cancel()
-	}
-	j.keepers[runID] = k
-	j.mu.Unlock()
-	ch, err := j.s.cfg.Etcd.KeepAlive(kctx, lease)
-	if err != nil {
-		k.lost.Store(true)
-		return k
-	}
-	go func() {
-		for range ch {
-		}
-		switch {
-		case kctx.Err() == nil:
-			k.lost.Store(true) // expired or revoked
-		case ctx.Err() != nil && !k.stopped.Load():
-			j.revoke(lease) // the term ended: give the fleet back now
-		}
-	}()
-	return k
-}
-
-// drop forgets the keeper of a finished or reverted run.
-func (j *Job) drop(runID int64) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if k := j.keepers[runID]; k != nil {
-		k.stopped.Store(true)
-		k.cancel()
-		delete(j.keepers, runID)
-	}
-}
-
-// revoke revokes a lease, best effort (etcd expires it anyway).
-func (j *Job) revoke(id clientv3.LeaseID) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := j.s.cfg.Etcd.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
-		j.s.cfg.Logger.Warn("drill: revoke the override lease", "lease", fmt.Sprintf("%x", int64(id)), "err", err)
-	}
-}
-
-// deleteOverride removes the run's override if it is still the one under
-// the run's lease, in one fenced transaction, and returns the revision of
-// the delete (0 when the override was gone already).
-func (j *Job) deleteOverride(ctx context.Context, t server.Term, r *Run) (int64, error) {
-	key := wire.OverrideKey(j.s.cfg.Namespace, r.App, r.SwitchName)
-	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	resp, err := j.s.cfg.Etcd.Txn(tctx).If(t.Fence.Cmp(), clientv3.Compare(clientv3.LeaseValue(key), "=", r.LeaseID)).
-		Then(clientv3.OpDelete(key)).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("remove the override: %w", err)
-	}
-	if resp.Succeeded {
-		return resp.Header.Revision, nil
-	}
-	// Either the fence or the lease compare failed; which one?
-	cresp, err := j.s.cfg.Etcd.Txn(tctx).If(t.Fence.Cmp()).Commit()
-	if err != nil {
-		return 0, fmt.Errorf("remove the override: %w", err)
-	}
-	if !cresp.Succeeded {
-		return 0, fmt.Errorf("%w: the override was not removed", server.ErrNotLeader)
-	}
-	return 0, nil
-}
-
 // revert removes the override (an abort or the end of the duration) and
 // starts watching the fleet recover.
 func (j *Job) revert(ctx context.Context, t server.Term, r *Run, p *Progress) error {
@@ -575,7 +410,7 @@ func (j *Job) interrupt(ctx context.Context, t server.Term, r *Run, p *Progress)
 			j.revoke(clientv3.LeaseID(r.LeaseID))
 			how = fmt.Sprintf("its lease still had %ds to live; %s removed the override", ttl.TTL, t.Holder)
 		} else {
-			how = "its lease had expired, so the fleet reverted by itself"
+			how = "its lease was already gone (revoked when the console stopped, or expired), so the fleet had reverted by itself"
 		}
 	}
 	now := j.s.cfg.Service.Now()
@@ -637,6 +472,7 @@ func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out
 		return j.tell(tx.DB(), r, p, out, summary, now)
 	})
 	j.drop(r.ID)
+	j.stopProbes(r.ID)
 	return err
 }
 

@@ -86,12 +86,22 @@ type Run struct {
 	Summary       string
 	LeaseID       int64
 	AbortRequest  string
-	Spec          string // the drill's Spec when the run was made
-	State         string // JSON of Progress
-	CreatedAt     time.Time
-	StartedAt     *time.Time
-	RevertedAt    *time.Time
-	FinishedAt    *time.Time
+	// Count is how many cron times a refused or missed scheduled run
+	// stands for: consecutive ones coalesce into one row, from
+	// ScheduledFor to LastScheduledFor.
+	Count            int
+	LastScheduledFor *time.Time
+	// Spec is the drill's Spec when the run was made, without probe
+	// header values (see Spec.secretFree); DrillVersion and SpecSHA256
+	// name it.
+	Spec         string
+	DrillVersion int64
+	SpecSHA256   string `gorm:"column:spec_sha256"`
+	State        string // JSON of Progress
+	CreatedAt    time.Time
+	StartedAt    *time.Time
+	RevertedAt   *time.Time
+	FinishedAt   *time.Time
 }
 
 // TableName pins the table name.
@@ -136,16 +146,22 @@ type RunView struct {
 	StartedByKind string     `json:"started_by_kind"`
 	Reason        string     `json:"reason,omitempty"`
 	ScheduledFor  *time.Time `json:"scheduled_for,omitempty"`
-	Phase         string     `json:"phase"`
-	Outcome       string     `json:"outcome,omitempty"`
-	Summary       string     `json:"summary,omitempty"`
-	AbortRequest  string     `json:"abort_request,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-	StartedAt     *time.Time `json:"started_at,omitempty"`
-	RevertedAt    *time.Time `json:"reverted_at,omitempty"`
-	FinishedAt    *time.Time `json:"finished_at,omitempty"`
-	Spec          Spec       `json:"spec"`
-	Progress      *Progress  `json:"report"`
+	// Count and LastScheduledFor: a refused or missed row standing for
+	// several cron times.
+	Count            int        `json:"count"`
+	LastScheduledFor *time.Time `json:"last_scheduled_for,omitempty"`
+	Phase            string     `json:"phase"`
+	Outcome          string     `json:"outcome,omitempty"`
+	Summary          string     `json:"summary,omitempty"`
+	AbortRequest     string     `json:"abort_request,omitempty"`
+	CreatedAt        time.Time  `json:"created_at"`
+	StartedAt        *time.Time `json:"started_at,omitempty"`
+	RevertedAt       *time.Time `json:"reverted_at,omitempty"`
+	FinishedAt       *time.Time `json:"finished_at,omitempty"`
+	Spec             Spec       `json:"spec"`
+	DrillVersion     int64      `json:"drill_version"`
+	SpecSHA256       string     `json:"spec_sha256"`
+	Progress         *Progress  `json:"report"`
 }
 
 // View returns the report of the run.
@@ -158,6 +174,7 @@ func (r *Run) View() RunView {
 		Reason: r.Reason, ScheduledFor: utc(r.ScheduledFor), Phase: r.Phase, Outcome: r.Outcome, Summary: r.Summary,
 		AbortRequest: r.AbortRequest, CreatedAt: r.CreatedAt.UTC(), StartedAt: utc(r.StartedAt),
 		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(), Progress: r.progress(),
+		Count: max(r.Count, 1), LastScheduledFor: utc(r.LastScheduledFor), DrillVersion: r.DrillVersion, SpecSHA256: r.SpecSHA256,
 	}
 }
 
@@ -180,15 +197,25 @@ func encode(p *Progress) string {
 	return string(b)
 }
 
+// secretFree is s as a run stores it: probe header values (tokens,
+// cookies) are left out, their names kept. The leader takes the values
+// from the drill when it probes (Job.probeHeaders).
+func (s Spec) secretFree() Spec {
+	return s.maskHeaders("")
+}
+
 // redacted is s as shown to readers: probe header values (tokens, cookies)
-// are hidden; the stored spec keeps them.
-func (s Spec) redacted() Spec {
+// are hidden; the drill's stored spec keeps them.
+func (s Spec) redacted() Spec { return s.maskHeaders("(hidden)") }
+
+// maskHeaders is s with every probe header value replaced by mask.
+func (s Spec) maskHeaders(mask string) Spec {
 	probes := make([]Probe, len(s.Probes))
 	for i, p := range s.Probes {
 		if len(p.Headers) > 0 {
 			h := make(map[string]string, len(p.Headers))
 			for k := range p.Headers {
-				h[k] = "(hidden)"
+				h[k] = mask
 			}
 			p.Headers = h
 		}

@@ -72,6 +72,8 @@ func (j *Job) preflight(ctx context.Context, r *Run, pl *plan) ([]Check, *server
 		add("instances", false, "the console's fleet model is not in sync with etcd")
 	case targeted == 0:
 		add("instances", false, "no live instance of %s is in the slice (%s)", r.App, describeTarget(pl.rollout))
+	case targeted == 1:
+		add("instances", true, "1 live instance in the slice")
 	default:
 		add("instances", true, "%d live instances in the slice", targeted)
 	}

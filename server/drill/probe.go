@@ -19,6 +19,9 @@ type ProbeRound struct {
 	URL      string `json:"url"`
 	Method   string `json:"method"`
 	Requests int    `json:"requests"`
+	// Cut says the round's deadline (or the run's end) stopped it before
+	// all the probe's requests were sent.
+	Cut bool `json:"cut,omitempty"`
 	// Failures are answers with another status, a missing required field,
 	// a body that is not JSON (when fields are required) or no answer.
 	Failures int            `json:"failures"`
@@ -60,9 +63,9 @@ func newProber() *prober {
 
 // round sends the probe's requests one after another and checks each.
 func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
-	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.Requests, Statuses: map[string]int{}}
+	out := ProbeRound{URL: p.URL, Method: p.Method, Requests: p.requests, Statuses: map[string]int{}}
 	missing := map[string]bool{}
-	for i := 0; i < p.Requests && ctx.Err() == nil; i++ {
+	for i := 0; i < p.requests && ctx.Err() == nil; i++ {
 		took, ans := pr.one(ctx, p)
 		out.SamplesMS = append(out.SamplesMS, ms(took))
 		if ans.Error != "" {
@@ -73,7 +76,7 @@ func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
 		for _, m := range ans.Missing {
 			missing[m] = true
 		}
-		if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+		if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 			out.Failures++
 			if out.FirstFailure == nil {
 				a := ans
@@ -81,6 +84,7 @@ func (pr *prober) round(ctx context.Context, p probePlan) ProbeRound {
 			}
 		}
 	}
+	out.Cut = len(out.SamplesMS) < p.requests
 	out.Requests = len(out.SamplesMS)
 	for m := range missing {
 		out.MissingFields = append(out.MissingFields, m)
@@ -132,7 +136,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 			}
 		}
 	}
-	if ans.Error != "" || ans.Status != p.ExpectStatus || len(ans.Missing) > 0 {
+	if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
 		ans.Body = string(raw)
 		if len(ans.Body) > keptBody {
 			ans.Body = ans.Body[:keptBody] + "…"
@@ -154,6 +158,20 @@ func quantileMS(samples []float64, q float64) float64 {
 
 // ms is a duration in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return math.Round(float64(d.Microseconds())) / 1000 }
+
+// statusCounts writes the round's answers by status as the run page
+// shows them: "200×19 error×1", in order of status.
+func (r ProbeRound) statusCounts() string {
+	keys := make([]string, 0, len(r.Statuses))
+	for k := range r.Statuses {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "×" + strconv.Itoa(r.Statuses[k])
+	}
+	return strings.Join(keys, " ")
+}
 
 // describe says what a failing round showed, in one line.
 func (r ProbeRound) describe() string {

@@ -294,23 +294,23 @@ func (a action) String() string {
 }
 
 // decide is a run's state machine: from its phase, its evidence and now, the
-// next thing to do. A run reverts when it is aborted, and otherwise only
-// after "takes effect" was checked and its duration is over; it finishes
-// once the slice recovered or recover_within passed.
+// next thing to do. A run reverts when it is aborted or its duration is
+// over, whatever it is doing (degraded probes under way are cut short);
+// until then, once the slice took the override or effect_within passed,
+// it probes the degraded path. It finishes once the slice recovered or
+// recover_within passed.
 func decide(phase string, p *Progress, pl *plan, now time.Time) action {
 	switch phase {
 	case PhasePending:
 		return actStart
 	case PhaseActive:
 		switch {
-		case p.AbortReason != "":
+		case p.AbortReason != "" || !now.Before(p.AppliedAt.Add(pl.duration)):
 			return actRevert
 		case p.EffectDoneAt == nil:
 			if p.allRose() || !now.Before(p.AppliedAt.Add(pl.effectWithin)) {
 				return actProbe
 			}
-		case !now.Before(p.AppliedAt.Add(pl.duration)):
-			return actRevert
 		}
 	case PhaseRecovering:
 		if p.allRecovered() || !now.Before(p.RevertedAt.Add(pl.recoverWithin)) {

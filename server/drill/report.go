@@ -104,7 +104,7 @@ func (r *Run) Markdown() string {
 		}
 		w("\n## %s\n\n", sec.name)
 		for _, pr := range sec.rounds {
-			w("- %s — p50 %.1f ms, p99 %.1f ms, statuses %v\n", pr.describe(), pr.P50MS, pr.P99MS, pr.Statuses)
+			w("- %s — p50 %.1f ms, p99 %.1f ms, statuses %s\n", pr.describe(), pr.P50MS, pr.P99MS, pr.statusCounts())
 		}
 	}
 	if len(p.Conditions) > 0 {

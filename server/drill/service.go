@@ -2,6 +2,8 @@ package drill
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,7 +84,7 @@ func New(c Config) *Service {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber()}
-	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}}
+	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
 }
@@ -149,18 +151,18 @@ func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
 
 // validate checks a spec completely — its fields, the switch it drills and
 // the queries of its abort conditions — before anything is written.
-func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErrs) (*plan, error) {
+func (s *Service) validate(ctx context.Context, app string, sp *Spec, v server.FieldErrors) (*plan, error) {
 	if app == wire.GlobalApp {
-		v.add("app", "drills belong to one app; _global switches are not drilled")
+		v.Addf("app", "drills belong to one app; _global switches are not drilled")
 	}
 	pl, err := sp.compile()
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
-		v = append(v, ve.Fields...)
+		v.AddErr("", err)
 	}
 	if wire.ValidName(sp.Switch) {
 		if _, err := s.cfg.Service.GetSwitch(ctx, app, sp.Switch); errors.Is(err, server.ErrNotFound) {
-			v.add("switch", "there is no switch %s/%s", app, sp.Switch)
+			v.Addf("switch", "there is no switch %s/%s", app, sp.Switch)
 		} else if err != nil {
 			return nil, err
 		}
@@ -172,12 +174,12 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 		}
 		src, err := s.cfg.Sources.For(c.Source, app)
 		if err != nil {
-			v.add(f+".source", "%v", err)
+			v.Addf(f+".source", "%v", err)
 			continue
 		}
 		var qe *signal.QueryError
 		if err := src.Check(ctx, c.Query); errors.As(err, &qe) {
-			v.add(f+".query", "%s", qe.Msg)
+			v.Addf(f+".query", "%s", qe.Msg)
 		} else if err != nil {
 			return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 		}
@@ -185,11 +187,11 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 	for j, p := range sp.Probes {
 		for k, f := range p.RequiredFields {
 			if !wire.Printable(f) || len(f) > 500 {
-				v.add(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
+				v.Addf(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
 			}
 		}
 	}
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	return pl, nil
@@ -197,9 +199,9 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v fieldErr
 
 // Create adds a drill.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
-	var v fieldErrs
+	var v server.FieldErrors
 	if !wire.ValidName(in.Name) {
-		v.add("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
+		v.Addf("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	pl, err := s.validate(ctx, app, &in.Spec, v)
 	if err != nil {
@@ -261,10 +263,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	}
 	body, _ := json.Marshal(merged)
 	var sp Spec
-	if err := server.DecodeStrict(body, &sp); err != nil {
-		return nil, err
-	}
-	pl, err := s.validate(ctx, app, &sp, nil)
+	pl, err := s.validate(ctx, app, &sp, server.DecodeJSON(body, &sp))
 	if err != nil {
 		return nil, err
 	}
@@ -366,14 +365,24 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	return run, nil
 }
 
-// newRun makes the next run of d (not yet saved), pending.
+// newRun makes the next run of d (not yet saved), pending. It stores d's
+// spec without probe header values, named by d's version and its hash.
 func newRun(tx *gorm.DB, d *Drill, now time.Time) (*Run, error) {
 	var last struct{ N int64 }
 	if err := tx.Model(&Run{}).Select("COALESCE(MAX(number), 0) AS n").Where("app = ? AND drill = ?", d.App, d.Name).Scan(&last).Error; err != nil {
 		return nil, err
 	}
-	return &Run{App: d.App, Drill: d.Name, SwitchName: d.SwitchName, Number: last.N + 1, Phase: PhasePending,
-		Spec: d.Spec, State: "{}", CreatedAt: now}, nil
+	sp, err := d.spec()
+	if err != nil {
+		return nil, fmt.Errorf("drill %s: stored spec: %w", d.Target(), err)
+	}
+	spec, err := json.Marshal(sp.secretFree())
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(spec)
+	return &Run{App: d.App, Drill: d.Name, SwitchName: d.SwitchName, Number: last.N + 1, Phase: PhasePending, Count: 1,
+		Spec: string(spec), DrillVersion: d.Version, SpecSHA256: hex.EncodeToString(sum[:]), State: "{}", CreatedAt: now}, nil
 }
 
 // openRun returns the drill's run in progress, nil when none.
@@ -398,7 +407,10 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 			}
 			before := out.View()
 			if !out.Open() || out.Phase == PhaseRecovering {
-				return "", nil, nil, server.Conflictf("run #%d is %s already", number, cmpOr(out.Outcome, "reverting"))
+				if out.Outcome == "" {
+					return "", nil, nil, server.Conflictf("run #%d is reverting already", number)
+				}
+				return "", nil, nil, server.Conflictf("run #%d has already ended (%s)", number, out.Outcome)
 			}
 			out.AbortRequest = fmt.Sprintf("aborted by %s: %s", a.Name, strings.TrimSpace(in.Reason))
 			if err := tx.Model(&Run{}).Where("id = ?", out.ID).Update("abort_request", out.AbortRequest).Error; err != nil {

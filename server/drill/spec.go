@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"net/http"
@@ -35,7 +36,9 @@ type Spec struct {
 	// RecoverWithin bounds "recovers" after the revert (default 30s).
 	RecoverWithin string `json:"recover_within,omitempty"`
 	// StartingDeadline: a scheduled run found due at most this late still
-	// starts; later it is recorded as missed (default 0: never late).
+	// starts; later it is recorded as missed (default 1m, at least 2s: two
+	// steps of the drill job, which may find the cron time up to a step
+	// late).
 	StartingDeadline string     `json:"starting_deadline,omitempty"`
 	Probes           []Probe    `json:"probes"`
 	Abort            Abort      `json:"abort"`
@@ -71,14 +74,14 @@ type Probe struct {
 	Method  string            `json:"method,omitempty"` // default GET
 	Headers map[string]string `json:"headers,omitempty"`
 	Body    string            `json:"body,omitempty"`
-	// ExpectStatus is the status every answer must have (default 200).
-	ExpectStatus int `json:"expect_status,omitempty"`
+	// ExpectStatus is the status every answer must have (absent: 200).
+	ExpectStatus *int `json:"expect_status,omitempty"`
 	// RequiredFields are RFC 6901 JSON pointers every answer must hold.
 	RequiredFields []string `json:"required_fields,omitempty"`
 	// MaxP99 bounds the p99 of the degraded answers (default 20ms).
 	MaxP99 string `json:"max_p99,omitempty"`
-	// Requests is the number of requests of each probe round (default 10).
-	Requests int `json:"requests,omitempty"`
+	// Requests is the number of requests of each probe round (absent: 10).
+	Requests *int `json:"requests,omitempty"`
 	// Timeout bounds one request (default 2s).
 	Timeout string `json:"timeout,omitempty"`
 }
@@ -148,18 +151,26 @@ const (
 	DefaultRequests      = 10
 	DefaultProbeTimeout  = 2 * time.Second
 	DefaultTriggerWindow = time.Hour
-	maxProbes            = 10
-	maxRequests          = 200
-	maxFields            = 50
-	maxHeaders           = 20
-	maxConditions        = 10
-	maxBlackouts         = 20
-	maxBodyBytes         = 64 << 10
+	// DefaultStartingDeadline leaves a scheduled run time to be found by a
+	// step of the drill job (every second) even across a change of leader.
+	DefaultStartingDeadline = time.Minute
+	// minStartingDeadline is two periods of the drill job.
+	minStartingDeadline = 2 * time.Second
+	// MinScheduleGap is the least time between two scheduled runs (and
+	// never less than the drill's duration).
+	MinScheduleGap = time.Minute
+	maxProbes      = 10
+	maxRequests    = 200
+	maxFields      = 50
+	maxHeaders     = 20
+	maxConditions  = 10
+	maxBlackouts   = 20
+	maxBodyBytes   = 64 << 10
 )
 
 // plan is a validated Spec with everything parsed.
 type plan struct {
-	sched            cron.Schedule // nil: on demand only
+	sched            cron.Schedule // nil: on demand only; zoned otherwise
 	loc              *time.Location
 	rollout          wire.Rollout
 	duration         time.Duration
@@ -176,9 +187,11 @@ type plan struct {
 
 type probePlan struct {
 	Probe
-	pointers []pointer
-	maxP99   time.Duration
-	timeout  time.Duration
+	expectStatus int // ExpectStatus or its default
+	requests     int // Requests or its default
+	pointers     []pointer
+	maxP99       time.Duration
+	timeout      time.Duration
 }
 
 type blackoutPlan struct {
@@ -187,6 +200,10 @@ type blackoutPlan struct {
 	length     time.Duration
 	text       string
 }
+
+// scheduleCheckFrom is where minGap starts looking: a fixed time, so a
+// spec validates the same way whenever it is checked.
+var scheduleCheckFrom = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // cronParser reads five-field expressions and descriptors (@daily, @every 1h).
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -205,34 +222,20 @@ func parseCron(s string) (cron.Schedule, error) {
 	return sched, nil
 }
 
-// fieldErrs collects field errors.
-type fieldErrs []*server.FieldError
-
-func (f *fieldErrs) add(field, format string, a ...any) {
-	*f = append(*f, &server.FieldError{Field: field, Msg: fmt.Sprintf(format, a...)})
-}
-
-func (f fieldErrs) err() error {
-	if len(f) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: f}
-}
-
 // duration parses an optional duration field within (min, max]; def when
 // empty.
-func (f *fieldErrs) duration(field, s string, def, max time.Duration, zeroOK bool) time.Duration {
+func duration(f *server.FieldErrors, field, s string, def, max time.Duration, zeroOK bool) time.Duration {
 	if strings.TrimSpace(s) == "" {
 		return def
 	}
-	d, err := time.ParseDuration(strings.TrimSpace(s))
+	d, err := server.ParseDuration(strings.TrimSpace(s))
 	switch {
 	case err != nil:
-		f.add(field, "must be a duration such as 30s or 5m")
+		f.Addf(field, "must be a duration such as 30s or 5m")
 	case d < 0 || (d == 0 && !zeroOK):
-		f.add(field, "must be more than 0")
+		f.Addf(field, "must be more than 0")
 	case d > max:
-		f.add(field, "must be at most %s", server.ShortDuration(max))
+		f.Addf(field, "must be at most %s", server.ShortDuration(max))
 	}
 	return d
 }
@@ -240,22 +243,24 @@ func (f *fieldErrs) duration(field, s string, def, max time.Duration, zeroOK boo
 // compile validates s field by field (every error, named like the API's
 // fields) and returns its plan.
 func (s *Spec) compile() (*plan, error) {
-	var v fieldErrs
+	var v server.FieldErrors
 	p := &plan{enabled: s.Enabled == nil || *s.Enabled, failureRate: 2}
 	if !wire.ValidName(s.Switch) {
-		v.add("switch", "must name a switch of the app (^[a-z0-9][a-z0-9._-]{0,62}$)")
+		v.Addf("switch", "must name a switch of the app (^[a-z0-9][a-z0-9._-]{0,62}$)")
 	}
 	var err error
 	p.loc = time.UTC
 	if s.Timezone != "" {
 		if p.loc, err = time.LoadLocation(s.Timezone); err != nil || s.Timezone == "Local" {
-			v.add("timezone", "%q is not an IANA time zone such as Europe/Berlin or UTC", s.Timezone)
+			v.Addf("timezone", "%q is not an IANA time zone such as Europe/Berlin or UTC", s.Timezone)
 			p.loc = time.UTC
 		}
 	}
 	if strings.TrimSpace(s.Schedule) != "" {
-		if p.sched, err = parseCron(s.Schedule); err != nil {
-			v.add("schedule", "%v", err)
+		if sched, err := parseCron(s.Schedule); err != nil {
+			v.Addf("schedule", "%v", err)
+		} else {
+			p.sched = zoned{spec: sched, loc: p.loc}
 		}
 	}
 	p.rollout = wire.Rollout{Percent: 100, Stickiness: wire.StickyInstance, Selector: strings.TrimSpace(s.Target.Selector)}
@@ -263,82 +268,91 @@ func (s *Spec) compile() (*plan, error) {
 		p.rollout.Percent = *s.Target.Percent
 	}
 	if s.Target.Percent == nil && p.rollout.Selector == "" {
-		v.add("target", "needs a percent, a selector or both: the slice the drill degrades")
+		v.Addf("target", "needs a percent, a selector or both: the slice the drill degrades")
 	}
 	switch {
 	case math.IsNaN(p.rollout.Percent) || p.rollout.Percent <= 0 || p.rollout.Percent > 100:
-		v.add("target.percent", "must be more than 0 and at most 100")
+		v.Addf("target.percent", "must be more than 0 and at most 100")
 	default:
 		if err := p.rollout.Validate(); err != nil {
-			v.add("target."+err.(*wire.FieldError).Field, "%s", err.(*wire.FieldError).Msg)
+			v.Addf("target."+err.(*wire.FieldError).Field, "%s", err.(*wire.FieldError).Msg)
 		}
 	}
 	if strings.TrimSpace(s.Duration) == "" {
-		v.add("duration", "is required: how long the drill keeps the switch on, at most 1h")
+		v.Addf("duration", "is required: how long the drill keeps the switch on, at most 1h")
 	} else {
-		p.duration = v.duration("duration", s.Duration, 0, MaxDuration, false)
+		p.duration = duration(&v, "duration", s.Duration, 0, MaxDuration, false)
 	}
-	p.effectWithin = v.duration("effect_within", s.EffectWithin, DefaultEffectWithin, time.Minute, false)
-	p.recoverWithin = v.duration("recover_within", s.RecoverWithin, DefaultRecoverWithin, 10*time.Minute, false)
-	p.startingDeadline = v.duration("starting_deadline", s.StartingDeadline, 0, 24*time.Hour, true)
-	p.triggerWindow = v.duration("preflight.trigger_window", s.Preflight.TriggerWindow, DefaultTriggerWindow, 24*time.Hour, true)
+	p.effectWithin = duration(&v, "effect_within", s.EffectWithin, DefaultEffectWithin, time.Minute, false)
+	p.recoverWithin = duration(&v, "recover_within", s.RecoverWithin, DefaultRecoverWithin, 10*time.Minute, false)
+	if p.startingDeadline = duration(&v, "starting_deadline", s.StartingDeadline, DefaultStartingDeadline, 24*time.Hour, false); p.startingDeadline > 0 && p.startingDeadline < minStartingDeadline {
+		v.Addf("starting_deadline", "must be at least %s: the drill job steps every second, so it may find a cron time a step late", server.ShortDuration(minStartingDeadline))
+	}
+	if z, ok := p.sched.(zoned); ok {
+		least := max(MinScheduleGap, p.duration)
+		if gap := minGap(z.spec, scheduleCheckFrom); gap > 0 && gap < least {
+			v.Addf("schedule", "runs as often as every %s; a drill's runs must be at least %s apart (1m, and never less than its duration)",
+				server.ShortDuration(gap), server.ShortDuration(least))
+		}
+	}
+	p.triggerWindow = duration(&v, "preflight.trigger_window", s.Preflight.TriggerWindow, DefaultTriggerWindow, 24*time.Hour, true)
 	switch {
 	case len(s.Probes) == 0:
-		v.add("probes", "needs at least one probe: the fallback is checked on a real endpoint")
+		v.Addf("probes", "needs at least one probe: the fallback is checked on a real endpoint")
 	case len(s.Probes) > maxProbes:
-		v.add("probes", "at most %d probes", maxProbes)
+		v.Addf("probes", "at most %d probes", maxProbes)
 	}
 	for i := range s.Probes {
 		p.probes = append(p.probes, s.Probes[i].compile(&v, fmt.Sprintf("probes[%d]", i)))
 	}
 	if r := s.Abort.ProbeFailureRate; r != nil {
 		if !(*r >= 0 && *r <= 1) {
-			v.add("abort.probe_failure_rate", "must be between 0 and 1")
+			v.Addf("abort.probe_failure_rate", "must be between 0 and 1")
 		}
 		p.failureRate = *r
 	}
 	if len(s.Abort.Conditions) > maxConditions {
-		v.add("abort.conditions", "at most %d conditions", maxConditions)
+		v.Addf("abort.conditions", "at most %d conditions", maxConditions)
 	}
 	for i, c := range s.Abort.Conditions {
 		f := fmt.Sprintf("abort.conditions[%d]", i)
 		if c.Source != "fleet" && c.Source != "prometheus" {
-			v.add(f+".source", `must be "fleet" or "prometheus"`)
+			v.Addf(f+".source", `must be "fleet" or "prometheus"`)
 		}
 		if strings.TrimSpace(c.Query) == "" {
-			v.add(f+".query", "is required")
+			v.Addf(f+".query", "is required")
 		}
 		if _, ok := ops[c.Op]; !ok {
-			v.add(f+".op", "must be one of >, >=, <, <=")
+			v.Addf(f+".op", "must be one of >, >=, <, <=")
 		}
 		if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
-			v.add(f+".threshold", "must be a finite number")
+			v.Addf(f+".threshold", "must be a finite number")
 		}
 		if err := signal.CheckTreatment(treatment(c.OnNoData, signal.Hold)); err != nil {
-			v.add(f+".on_no_data", "%s", err.Error())
+			v.Add(f+".on_no_data", err.Error())
 		}
 		if err := signal.CheckTreatment(treatment(c.OnError, signal.Breaching)); err != nil {
-			v.add(f+".on_error", "%s", err.Error())
+			v.Add(f+".on_error", err.Error())
 		}
 	}
 	p.conditions = s.Abort.Conditions
 	if len(s.Blackout) > maxBlackouts {
-		v.add("blackout", "at most %d windows", maxBlackouts)
+		v.Addf("blackout", "at most %d windows", maxBlackouts)
 	}
 	for i, b := range s.Blackout {
 		p.blackouts = append(p.blackouts, b.compile(&v, fmt.Sprintf("blackout[%d]", i)))
 	}
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (pr *Probe) compile(v *fieldErrs, f string) probePlan {
+func (pr *Probe) compile(v *server.FieldErrors, f string) probePlan {
 	out := probePlan{Probe: *pr}
 	u, err := url.Parse(pr.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || len(pr.URL) > 2000 {
-		v.add(f+".url", "must be an http:// or https:// URL with a host")
+		v.Addf(f+".url", "must be an http:// or https:// URL with a host")
 	}
 	if out.Method == "" {
 		out.Method = http.MethodGet
@@ -346,45 +360,52 @@ func (pr *Probe) compile(v *fieldErrs, f string) probePlan {
 	switch out.Method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
 	default:
-		v.add(f+".method", "must be GET, HEAD, POST, PUT, PATCH or DELETE")
+		v.Addf(f+".method", "must be GET, HEAD, POST, PUT, PATCH or DELETE")
 	}
 	if len(pr.Headers) > maxHeaders {
-		v.add(f+".headers", "at most %d headers", maxHeaders)
+		v.Addf(f+".headers", "at most %d headers", maxHeaders)
 	}
 	for k, val := range pr.Headers {
 		if !validHeaderName(k) || !wire.Printable(val) || len(val) > 4096 {
-			v.add(f+".headers", "%q: a header needs a token name and a printable value", k)
+			v.Addf(f+".headers", "%q: a header needs a token name and a printable value", k)
 		}
 	}
 	if len(pr.Body) > maxBodyBytes {
-		v.add(f+".body", "must be at most 64 KiB")
+		v.Addf(f+".body", "must be at most 64 KiB")
 	}
-	if out.ExpectStatus == 0 {
-		out.ExpectStatus = http.StatusOK
-	}
-	if out.ExpectStatus < 100 || out.ExpectStatus > 599 {
-		v.add(f+".expect_status", "must be an HTTP status, 100–599")
+	out.expectStatus = cmp.Or(deref(pr.ExpectStatus), http.StatusOK)
+	if pr.ExpectStatus != nil && (*pr.ExpectStatus < 100 || *pr.ExpectStatus > 599) {
+		v.Addf(f+".expect_status", "must be an HTTP status, 100–599")
 	}
 	if len(pr.RequiredFields) > maxFields {
-		v.add(f+".required_fields", "at most %d pointers", maxFields)
+		v.Addf(f+".required_fields", "at most %d pointers", maxFields)
 	}
 	for j, s := range pr.RequiredFields {
 		ptr, err := parsePointer(s)
 		if err != nil {
-			v.add(fmt.Sprintf("%s.required_fields[%d]", f, j), "%v", err)
+			v.Addf(fmt.Sprintf("%s.required_fields[%d]", f, j), "%v", err)
 			continue
 		}
 		out.pointers = append(out.pointers, ptr)
 	}
-	out.maxP99 = v.duration(f+".max_p99", pr.MaxP99, DefaultMaxP99, 10*time.Second, false)
-	out.timeout = v.duration(f+".timeout", pr.Timeout, DefaultProbeTimeout, 30*time.Second, false)
-	if out.Requests == 0 {
-		out.Requests = DefaultRequests
-	}
-	if out.Requests < 1 || out.Requests > maxRequests {
-		v.add(f+".requests", "must be 1–%d", maxRequests)
+	out.maxP99 = duration(v, f+".max_p99", pr.MaxP99, DefaultMaxP99, 10*time.Second, false)
+	out.timeout = duration(v, f+".timeout", pr.Timeout, DefaultProbeTimeout, 30*time.Second, false)
+	out.requests = cmp.Or(deref(pr.Requests), DefaultRequests)
+	if pr.Requests != nil && (*pr.Requests < 1 || *pr.Requests > maxRequests) {
+		v.Addf(f+".requests", "must be 1–%d", maxRequests)
+	} else if b := out.budget(); b > MaxRoundBudget {
+		v.Addf(f+".requests", "%d requests × a timeout of %s is %s; a round may take at most %s", out.requests,
+			server.ShortDuration(out.timeout), server.ShortDuration(b), server.ShortDuration(MaxRoundBudget))
 	}
 	return out
+}
+
+// deref is *p, or 0 when p is nil (an absent field).
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 func validHeaderName(k string) bool {
@@ -399,15 +420,15 @@ func validHeaderName(k string) bool {
 	return !strings.EqualFold(k, "Host") && !strings.EqualFold(k, "Content-Length")
 }
 
-func (b *Blackout) compile(v *fieldErrs, f string) blackoutPlan {
+func (b *Blackout) compile(v *server.FieldErrors, f string) blackoutPlan {
 	var out blackoutPlan
 	fixed, recurring := b.Start != nil || b.End != nil, b.Cron != "" || b.Duration != ""
 	switch {
 	case fixed && recurring:
-		v.add(f, "is either start and end, or cron and duration")
+		v.Addf(f, "is either start and end, or cron and duration")
 	case fixed:
 		if b.Start == nil || b.End == nil || !b.End.After(*b.Start) {
-			v.add(f+".end", "needs a start and an end after it (RFC 3339 times)")
+			v.Addf(f+".end", "needs a start and an end after it (RFC 3339 times)")
 			return out
 		}
 		out.start, out.end = b.Start.UTC(), b.End.UTC()
@@ -415,15 +436,15 @@ func (b *Blackout) compile(v *fieldErrs, f string) blackoutPlan {
 	case recurring:
 		sched, err := parseCron(b.Cron)
 		if err != nil {
-			v.add(f+".cron", "%v", err)
+			v.Addf(f+".cron", "%v", err)
 		}
 		if strings.TrimSpace(b.Duration) == "" {
-			v.add(f+".duration", "is required: how long each window lasts")
+			v.Addf(f+".duration", "is required: how long each window lasts")
 		}
-		out.sched, out.length = sched, v.duration(f+".duration", b.Duration, 0, 7*24*time.Hour, false)
+		out.sched, out.length = sched, duration(v, f+".duration", b.Duration, 0, 7*24*time.Hour, false)
 		out.text = fmt.Sprintf("%s for %s", strings.TrimSpace(b.Cron), b.Duration)
 	default:
-		v.add(f, "needs start and end, or cron and duration")
+		v.Addf(f, "needs start and end, or cron and duration")
 	}
 	return out
 }

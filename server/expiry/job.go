@@ -111,7 +111,7 @@ func view(sw *server.Switch) *Switch {
 	if sw == nil {
 		return nil
 	}
-	d, _ := time.ParseDuration(sw.MaxOn)
+	d, _ := server.ParseDuration(sw.MaxOn)
 	return &Switch{On: sw.State == wire.StateOn, Policy: sw.ExpiryPolicy, MaxOn: d, ExpiresAt: utc(sw.ExpiresAt)}
 }
 

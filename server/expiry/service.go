@@ -104,7 +104,7 @@ func (s *Service) StatusOf(ctx context.Context, sw *server.Switch) (*Status, err
 		st.OnFor = OnFor(now.Sub(*sw.TurnedOnAt))
 	}
 	if st.On && st.ExpiresAt != nil {
-		d, _ := time.ParseDuration(sw.MaxOn)
+		d, _ := server.ParseDuration(sw.MaxOn)
 		st.Expired = !now.Before(*st.ExpiresAt)
 		st.Soon = !st.Expired && s.cfg.RemindBefore > 0 && !now.Before(st.ExpiresAt.Add(-RemindLead(d, s.cfg)))
 		st.Left = OnFor(max(st.ExpiresAt.Sub(now), 0))

@@ -12,6 +12,8 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/server/retention"
+
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/notify"
@@ -202,4 +204,10 @@ func OpenCounts(db *gorm.DB) (map[string]int64, error) {
 		out[r.Severity] = r.N
 	}
 	return out, err
+}
+
+// PruneResolved deletes the findings resolved before cut
+// (server/retention); open findings stay whatever their age.
+func PruneResolved(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
+	return retention.Delete(tx, &Finding{}, limit, "resolved_at < ?", cut)
 }

@@ -38,6 +38,14 @@ type ring struct {
 
 func newRing(n int) *ring { return &ring{buf: make([]sample, n)} }
 
+// newest is the time of the newest sample (0: none).
+func (r *ring) newest() int64 {
+	if !r.full && r.next == 0 {
+		return 0
+	}
+	return r.buf[(r.next+len(r.buf)-1)%len(r.buf)].at
+}
+
 func (r *ring) add(s sample) {
 	r.buf[r.next] = s
 	r.next = (r.next + 1) % len(r.buf)
@@ -57,7 +65,8 @@ func (r *ring) each(fn func(sample)) {
 }
 
 // Sample records one history point at now for every switch that is
-// published or was ever degraded, and every rule that was ever reported.
+// published or was ever degraded, and every rule that was ever reported,
+// then forgets what no longer exists (see forget).
 // Run calls it every HistoryStep; tests call it with the time they want.
 func (m *Model) Sample(now time.Time) {
 	m.mu.Lock()
@@ -65,7 +74,11 @@ func (m *Model) Sample(now time.Time) {
 	n := int(m.cfg.HistoryLength / m.cfg.HistoryStep)
 	at := now.Unix()
 	for name, a := range m.apps {
+		live := a.liveSwitches()
 		for i, sw := range a.names {
+			if !live[i] {
+				continue
+			}
 			r := a.swHist[uint32(i)]
 			_, published := a.effective(sw)
 			v := m.switchSeries(name, sw)
@@ -78,16 +91,7 @@ func (m *Model) Sample(now time.Time) {
 			}
 			r.add(sample{at, v})
 		}
-		limits := map[string]bool{}
-		for _, in := range a.instances {
-			for res := range in.limits {
-				limits[res] = true
-			}
-		}
-		for res := range a.limHist {
-			limits[res] = true
-		}
-		for res := range limits {
+		for res := range a.liveLimits() {
 			r := a.limHist[res]
 			if r == nil {
 				r = newRing(n)
@@ -97,6 +101,7 @@ func (m *Model) Sample(now time.Time) {
 			r.add(sample{at, [4]float32{float32(l.RejectedRate), float32(l.AllowedRate), float32(l.ShadowRate), float32(l.BreakersOpen)}})
 		}
 	}
+	m.forget(now.Add(-m.cfg.HistoryLength).Unix())
 }
 
 // switchSeries computes a switch's history series now (callers hold m.mu).

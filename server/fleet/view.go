@@ -250,6 +250,10 @@ type SwitchView struct {
 	// DegradedP99 is the p99 latency of the degraded requests the SDK
 	// middleware served between the instances' last two reports (nil: none).
 	DegradedP99 *time.Duration `json:"degraded_p99_ns,omitempty"`
+	// SignalsAt is the oldest of the reporting instances' last reports:
+	// the figures above count answers up to then, so a change made later
+	// shows in them only with the next reports.
+	SignalsAt *time.Time `json:"signals_at,omitempty"`
 
 	Instances []SwitchInstance `json:"instances,omitempty"`
 }
@@ -292,8 +296,11 @@ func (m *Model) switchView(app, name string, perInstance bool) SwitchView {
 		}
 	}
 	var latency, prev []uint64
-	var lastRead int64
+	var lastRead, signalsAt int64
 	m.eachInstance(app, name, func(a *appState, in *instance) {
+		if in.reportAt > 0 && (signalsAt == 0 || in.reportAt < signalsAt) {
+			signalsAt = in.reportAt
+		}
 		si := SwitchInstance{ID: in.id, App: a.name, Applied: v.Value != nil && in.appliedRevision >= v.Revision, Signals: in.reportAt > 0}
 		si.Targeted = v.Value != nil && v.Value.Includes(in.id, in.labels)
 		if i, ok := a.index[name]; ok {
@@ -328,6 +335,10 @@ func (m *Model) switchView(app, name string, perInstance bool) SwitchView {
 	if lastRead > 0 {
 		t := time.Unix(lastRead, 0).UTC()
 		v.LastRead = &t
+	}
+	if signalsAt > 0 {
+		t := time.Unix(signalsAt, 0).UTC()
+		v.SignalsAt = &t
 	}
 	if p, ok := quantile(subBuckets(latency, prev), 0.99); ok {
 		v.DegradedP99 = &p

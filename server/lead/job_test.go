@@ -2,10 +2,13 @@ package lead_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/server"
@@ -113,5 +116,84 @@ func TestTermAfterEtcdReplaced(t *testing.T) {
 	rev, holder, _ := svc.CurrentTerm(ctx)
 	if _, term, _ := j.steps(); rev != term || holder != "new" || rev >= 1_000_000 {
 		t.Fatalf("database term %d of %q, the job ran in %d", rev, holder, term)
+	}
+}
+
+// panicJob panics at every step.
+type panicJob struct{ steps atomic.Int64 }
+
+func (j *panicJob) Name() string         { return "panicky" }
+func (j *panicJob) Every() time.Duration { return 10 * time.Millisecond }
+func (j *panicJob) Step(context.Context, server.Term, time.Time) error {
+	j.steps.Add(1)
+	var m map[string]int
+	m["boom"]++ // a nil map write: a runtime panic, as a bug would cause
+	return nil
+}
+
+// TestPanickingStepRecovered: a job whose step panics keeps being stepped
+// in the same term (the console and its leadership survive), another job
+// steps on beside it, and the metric counts every panic.
+func TestPanickingStepRecovered(t *testing.T) {
+	srv := etcdtest.Start(t)
+	svc := server.NewService(openDB(t), nil)
+	reg := prometheus.NewRegistry()
+	panics := server.NewMetrics(reg).JobPanics
+	s := lead.New(srv.Client(t), svc, lead.Config{Namespace: "default", ID: "a", JobPanics: panics})
+	bad, good := &panicJob{}, &countJob{every: 10 * time.Millisecond, wake: make(chan struct{}, 1)}
+	if err := s.Add(bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(good); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitUntil(t, 10*time.Second, "the panicking job stepped 5 times", func() bool { return bad.steps.Load() >= 5 })
+	waitUntil(t, 10*time.Second, "the other job stepped 5 times", func() bool { n, _, _ := good.steps(); return n >= 5 })
+	_, goodTerm, _ := good.steps()
+	rev, _, _ := svc.CurrentTerm(context.Background())
+	if !s.Leading() || goodTerm != rev {
+		t.Fatalf("leading %v; the other job ran in term %d, the database records %d: the panics ended the term", s.Leading(), goodTerm, rev)
+	}
+	counted := panicsCounted(t, reg)
+	if counted["panicky"] < 5 || counted["panicky"] > float64(bad.steps.Load()) || len(counted) != 1 {
+		t.Fatalf("switchyard_job_panics_total %v after %d steps of the panicking job", counted, bad.steps.Load())
+	}
+}
+
+// panicsCounted reads switchyard_job_panics_total from reg, by job.
+func panicsCounted(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "switchyard_job_panics_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// TestAddRefusesNonPositivePeriod: a job that could never be ticked is
+// refused when it is registered, not when its term starts.
+func TestAddRefusesNonPositivePeriod(t *testing.T) {
+	s := lead.New(nil, nil, lead.Config{})
+	for _, every := range []time.Duration{0, -time.Second} {
+		err := s.Add(&countJob{every: every})
+		if err == nil || !strings.Contains(err.Error(), "count") || !strings.Contains(err.Error(), "not positive") {
+			t.Fatalf("Every %v: %v, want a refusal naming the job", every, err)
+		}
+	}
+	if err := s.Add(&countJob{every: time.Second}); err != nil {
+		t.Fatal(err)
 	}
 }

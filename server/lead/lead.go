@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -45,6 +46,9 @@ type Config struct {
 	// OnLeading is told when this console starts (true) and stops (false)
 	// leading.
 	OnLeading func(leading bool)
+	// JobPanics counts the job steps that panicked, by job (nil: not
+	// counted; server.Metrics.JobPanics).
+	JobPanics *prometheus.CounterVec
 }
 
 // Claimer records a new term in the database (server.Service).

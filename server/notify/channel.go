@@ -157,46 +157,46 @@ func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 // validate checks every field of c (and the change's reason); the error
 // names each bad field.
 func (c *Channel) validate(reason string) error {
-	var v fieldErrs
+	var v server.FieldErrors
 	if !wire.ValidName(c.Name) {
-		v.add("name", "must match "+wire.NamePattern.String())
+		v.Add("name", "must match "+wire.NamePattern.String())
 	}
 	if u, err := url.Parse(c.URL); c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		v.add("url", "must be an http:// or https:// URL with a host")
+		v.Add("url", "must be an http:// or https:// URL with a host")
 	} else if len(c.URL) > maxURLLen || !wire.Printable(c.URL) {
-		v.add("url", "must be at most 2000 printable characters")
+		v.Add("url", "must be at most 2000 printable characters")
 	}
 	switch {
 	case c.Secret == "":
-		v.add("secret", "is required: every delivery is signed with it (HMAC-SHA256)")
+		v.Add("secret", "is required: every delivery is signed with it (HMAC-SHA256)")
 	case len(c.Secret) < minSecretLen || len(c.Secret) > maxSecretLen:
-		v.add("secret", "must be 16 to 512 characters")
+		v.Add("secret", "must be 16 to 512 characters")
 	case !wire.Printable(c.Secret):
-		v.add("secret", "must not contain control characters")
+		v.Add("secret", "must not contain control characters")
 	}
 	kinds := c.Kinds()
 	if len(kinds) == 0 {
-		v.add("events", `is required: the event kinds to send, or "*" for all`)
+		v.Add("events", `is required: the event kinds to send, or "*" for all`)
 	}
 	for _, k := range kinds {
 		if k != AllKinds && !Kind(k).Valid() {
-			v.add("events", `has an unknown event "`+k+`": use "*" or any of `+strings.Join(kindNames(), ", "))
+			v.Add("events", `has an unknown event "`+k+`": use "*" or any of `+strings.Join(kindNames(), ", "))
 			break
 		}
 	}
 	for _, a := range c.AppList() {
 		if !wire.ValidApp(a) {
-			v.add("apps", `has an invalid app "`+a+`": apps must match `+wire.NamePattern.String())
+			v.Add("apps", `has an invalid app "`+a+`": apps must match `+wire.NamePattern.String())
 			break
 		}
 	}
 	if c.Format != FormatJSON && c.Format != FormatSlack {
-		v.add("format", `must be "json" or "slack"`)
+		v.Add("format", `must be "json" or "slack"`)
 	}
 	if strings.TrimSpace(reason) == "" {
-		v.add("reason", "is required: say why you make this change")
+		v.Add("reason", "is required: say why you make this change")
 	}
-	return v.err()
+	return v.Err()
 }
 
 func kindNames() []string {
@@ -229,23 +229,9 @@ func join(list []string) string {
 	return strings.Join(out, ",")
 }
 
-// fieldErrs collects the field errors of one request.
-type fieldErrs []*server.FieldError
-
-func (f *fieldErrs) add(field, msg string) {
-	*f = append(*f, &server.FieldError{Field: field, Msg: msg})
-}
-
-func (f fieldErrs) err() error {
-	if len(f) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: f}
-}
-
 // invalid is a validation error of one field.
 func invalid(field, msg string) error {
-	var f fieldErrs
-	f.add(field, msg)
-	return f.err()
+	var f server.FieldErrors
+	f.Add(field, msg)
+	return f.Err()
 }

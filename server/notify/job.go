@@ -5,6 +5,10 @@ import (
 	"sync"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server/retention"
+
 	"github.com/switchyard-io/switchyard/server"
 )
 
@@ -34,7 +38,6 @@ type Job struct {
 	mu       sync.Mutex
 	inflight map[int64]int64 // delivery id → channel id, requests under way
 	sends    sync.WaitGroup
-	pruned   time.Time // the step goroutine's own
 }
 
 // Job returns the service's delivery job.
@@ -55,14 +58,11 @@ func (j *Job) Wake() <-chan struct{} { return j.wake }
 // Wait waits for the requests under way to finish.
 func (j *Job) Wait() { j.sends.Wait() }
 
-// Step dispatches new events, prunes the old log and starts due
-// deliveries.
+// Step dispatches new events and starts due deliveries. The old log is
+// pruned by the retention job (PruneDeliveries, PruneEvents).
 func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	now = now.UTC()
 	if err := j.dispatch(ctx, t, now); err != nil {
-		return err
-	}
-	if err := j.prune(ctx, t, now); err != nil {
 		return err
 	}
 	return j.start(ctx, t, now)
@@ -113,24 +113,17 @@ func (j *Job) dispatch(ctx context.Context, t server.Term, now time.Time) error 
 	return nil
 }
 
-// prune drops, once an hour, finished deliveries and dispatched events
-// older than the retention.
-func (j *Job) prune(ctx context.Context, t server.Term, now time.Time) error {
-	if now.Sub(j.pruned) < time.Hour {
-		return nil
-	}
-	cut := now.Add(-j.s.cfg.Retention)
-	_, err := j.s.svc.InTermLazyAudit(ctx, t, func(jt *server.JobTx) error {
-		tx := jt.DB()
-		if err := tx.Where("finished_at < ?", cut).Delete(&delivery{}).Error; err != nil {
-			return err
-		}
-		return tx.Where("dispatched_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.notification_id = notifications.id)", cut).Delete(&row{}).Error
-	})
-	if err == nil {
-		j.pruned = now
-	}
-	return err
+// PruneDeliveries deletes the deliveries that finished before cut
+// (server/retention); unfinished ones stay whatever their age.
+func PruneDeliveries(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
+	return retention.Delete(tx, &delivery{}, limit, "finished_at < ?", cut)
+}
+
+// PruneEvents deletes the events dispatched before cut that have no
+// delivery left (prune the deliveries first); undispatched ones stay.
+func PruneEvents(tx *gorm.DB, cut time.Time, limit int) (int64, error) {
+	return retention.Delete(tx, &row{}, limit,
+		"dispatched_at < ? AND NOT EXISTS (SELECT 1 FROM deliveries WHERE deliveries.notification_id = notifications.id)", cut)
 }
 
 // start claims due deliveries up to the free slots and sends each on a

@@ -463,15 +463,15 @@ func TestSendTest(t *testing.T) {
 	}
 }
 
-// TestPrune: once an hour the job drops finished deliveries and sent
-// events older than the retention; what is younger, unfinished or not yet
-// dispatched stays.
+// TestPrune: Prune (run by the retention job) drops finished deliveries
+// and sent events older than the cut; what is younger, unfinished or not
+// yet dispatched stays.
 func TestPrune(t *testing.T) {
 	f := newFixture(t, pgtest.NewDatabase(t))
 	ctx := context.Background()
 	rcv := newReceiver(t)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Retention: 24 * time.Hour})
+	svc := notify.New(f.svc, notify.Config{})
 	job := svc.Job()
 	step := func() {
 		t.Helper()
@@ -484,10 +484,22 @@ func TestPrune(t *testing.T) {
 	step() // delivered
 	f.clock.Add(30 * time.Hour)
 	f.enqueue(t, "young", notify.ExpiryReminder)
-	step() // prunes "old" and its delivery (finished 30 h ago), delivers "young"
+	var deliveries, pruned int64
+	err := f.db.Transaction(func(tx *gorm.DB) (err error) {
+		cut := f.clock.Now().Add(-24 * time.Hour)
+		if deliveries, err = notify.PruneDeliveries(tx, cut, 100); err != nil {
+			return err
+		}
+		pruned, err = notify.PruneEvents(tx, cut, 100)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	step() // delivers "young"
 	var events []string
 	f.db.Table("notifications").Order("id").Pluck("event_key", &events)
-	if d := f.deliveries(t, svc, "ops"); len(events) != 1 || events[0] != "young" || len(d) != 1 || d[0].EventKey != "young" {
-		t.Fatalf("after pruning: events %v, deliveries %+v", events, d)
+	if d := f.deliveries(t, svc, "ops"); deliveries != 1 || pruned != 1 || len(events) != 1 || events[0] != "young" || len(d) != 1 || d[0].EventKey != "young" {
+		t.Fatalf("after pruning %d deliveries and %d events: events %v, deliveries %+v", deliveries, pruned, events, d)
 	}
 }

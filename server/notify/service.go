@@ -33,10 +33,7 @@ type Config struct {
 	// those to one channel (default 2): a channel that hangs cannot take
 	// every slot.
 	Concurrency, PerChannel int
-	// Retention is how long the delivery log and dispatched events are
-	// kept (default 30 days).
-	Retention time.Duration
-	Logger    *slog.Logger
+	Logger                  *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -50,7 +47,6 @@ func (c *Config) defaults() {
 	set(&c.MinBackoff, 5*time.Second)
 	set(&c.MaxBackoff, 5*time.Minute)
 	set(&c.RetryFor, time.Hour)
-	set(&c.Retention, 30*24*time.Hour)
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
 	}

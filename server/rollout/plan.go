@@ -230,25 +230,6 @@ type ConditionInput struct {
 	Threshold *float64 `json:"threshold"`
 }
 
-// fieldErrs collects the field errors of one request.
-type fieldErrs []*server.FieldError
-
-func (v *fieldErrs) add(field, msg string) {
-	for _, e := range *v {
-		if e.Field == field {
-			return // the first problem of a field is the one to fix
-		}
-	}
-	*v = append(*v, &server.FieldError{Field: field, Msg: msg})
-}
-
-func (v fieldErrs) err() error {
-	if len(v) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: v}
-}
-
 func invalid(field, msg string) error {
 	return &server.ValidationError{Fields: []*server.FieldError{{Field: field, Msg: msg}}}
 }
@@ -256,13 +237,13 @@ func invalid(field, msg string) error {
 // plan turns the input into a plan and validates it; every bad field is
 // named, and the conditions' sources and queries are checked for app.
 func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (Plan, error) {
-	var v fieldErrs
+	var v server.FieldErrors
 	if !wire.ValidName(in.Switch) {
-		v.add("switch", "must name a switch of the app (^[a-z0-9][a-z0-9._-]{0,62}$)")
+		v.Add("switch", "must name a switch of the app (^[a-z0-9][a-z0-9._-]{0,62}$)")
 	}
 	direction := cmpOr(in.Direction, DirectionOn)
 	if direction != DirectionOn && direction != DirectionOff {
-		v.add("direction", `must be "on" or "off"`)
+		v.Add("direction", `must be "on" or "off"`)
 		direction = DirectionOn
 	}
 	gate := in.Gate.gate(&v, "gate")
@@ -270,7 +251,7 @@ func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (P
 	var p Plan
 	switch {
 	case in.Template != "" && len(in.Steps) > 0:
-		v.add("steps", "give a template or steps, not both")
+		v.Add("steps", "give a template or steps, not both")
 	case in.Template != "":
 		t, err := Template(in.Template, direction, gate)
 		if err != nil {
@@ -278,7 +259,7 @@ func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (P
 		}
 		p = t
 	case len(in.Steps) == 0:
-		v.add("steps", fmt.Sprintf("give at least one step, or a template (%q)", TemplateDefault))
+		v.Add("steps", fmt.Sprintf("give at least one step, or a template (%q)", TemplateDefault))
 	default:
 		for i, s := range in.Steps {
 			f := fmt.Sprintf("steps[%d]", i)
@@ -289,12 +270,12 @@ func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (P
 			case st.Selector != "":
 				st.Percent = 100
 			default:
-				v.add(f+".percent", "is required (0–100), unless the step has a selector")
+				v.Add(f+".percent", "is required (0–100), unless the step has a selector")
 			}
 			if s.Hold != "" {
-				d, err := time.ParseDuration(s.Hold)
+				d, err := server.ParseDuration(s.Hold)
 				if err != nil {
-					v.add(f+".hold", `must be a duration such as "5m"`)
+					v.Add(f+".hold", `must be a duration such as "5m" or "1d"`)
 				}
 				st.Hold = wire.Duration(d)
 			}
@@ -315,11 +296,11 @@ func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (P
 	if len(p.Steps) > 0 || len(v) == 0 {
 		p.validate(ctx, sources, app, &v, field, false)
 	}
-	return p, v.err()
+	return p, v.Err()
 }
 
 // gate reads a gate input (nil: the defaults) under field.
-func (g *GateInput) gate(v *fieldErrs, field string) Gate {
+func (g *GateInput) gate(v *server.FieldErrors, field string) Gate {
 	out := Gate{MinApplied: 1, OnNoData: NoDataPause, OnError: NoDataPause, Interval: wire.Duration(DefaultInterval)}
 	if g == nil {
 		return out
@@ -332,9 +313,9 @@ func (g *GateInput) gate(v *fieldErrs, field string) Gate {
 	}
 	out.OnNoData, out.OnError = treatment(g.OnNoData), treatment(g.OnError)
 	if g.Interval != "" {
-		d, err := time.ParseDuration(g.Interval)
+		d, err := server.ParseDuration(g.Interval)
 		if err != nil {
-			v.add(field+".interval", `must be a duration such as "10s"`)
+			v.Add(field+".interval", `must be a duration such as "10s"`)
 			d = DefaultInterval
 		}
 		out.Interval = wire.Duration(d)
@@ -342,7 +323,7 @@ func (g *GateInput) gate(v *fieldErrs, field string) Gate {
 	for i, c := range g.Conditions {
 		cond := Condition{Source: c.Source, Query: c.Query, Op: c.Op}
 		if c.Threshold == nil {
-			v.add(fmt.Sprintf("%s.conditions[%d].threshold", field, i), "is required: the number the value is compared with")
+			v.Add(fmt.Sprintf("%s.conditions[%d].threshold", field, i), "is required: the number the value is compared with")
 		} else {
 			cond.Threshold = *c.Threshold
 		}
@@ -371,22 +352,22 @@ func (p *Plan) normalize() {
 // validate checks a normalized plan, adding to v; field, when set, is the
 // field every step error is reported under (a template's); gates says
 // whether to check the steps' gates too (the API checks them as given).
-func (p *Plan) validate(ctx context.Context, sources signal.Sources, app string, v *fieldErrs, field string, gates bool) {
+func (p *Plan) validate(ctx context.Context, sources signal.Sources, app string, v *server.FieldErrors, field string, gates bool) {
 	at := func(f string) string { return cmpOr(field, f) }
 	if p.Direction != DirectionOn && p.Direction != DirectionOff {
-		v.add("direction", `must be "on" or "off"`)
+		v.Add("direction", `must be "on" or "off"`)
 	}
 	defer func() {
 		if p.OnFailure != FailRevert && p.OnFailure != FailPause {
-			v.add("on_failure", `must be "revert" or "pause"`)
+			v.Add("on_failure", `must be "revert" or "pause"`)
 		}
 	}()
 	if len(p.Steps) > maxSteps {
-		v.add(at("steps"), fmt.Sprintf("must be at most %d steps", maxSteps))
+		v.Add(at("steps"), fmt.Sprintf("must be at most %d steps", maxSteps))
 		return
 	}
 	if len(p.Steps) == 0 {
-		v.add(at("steps"), "give at least one step")
+		v.Add(at("steps"), "give at least one step")
 		return
 	}
 	for i, s := range p.Steps {
@@ -398,22 +379,22 @@ func (p *Plan) validate(ctx context.Context, sources signal.Sources, app string,
 		last := i == len(p.Steps)-1
 		switch {
 		case s.Off() && p.Direction == DirectionOn:
-			v.add(at(f+".percent"), "must be above 0 in a plan that turns the switch on")
+			v.Add(at(f+".percent"), "must be above 0 in a plan that turns the switch on")
 		case s.Off() && !last:
-			v.add(at(f+".percent"), "0 (off) may only be the last step")
+			v.Add(at(f+".percent"), "0 (off) may only be the last step")
 		case last && p.Direction == DirectionOff && !s.Off():
-			v.add(at(f+".percent"), "the last step of a turn-off must be 0 (off)")
+			v.Add(at(f+".percent"), "the last step of a turn-off must be 0 (off)")
 		case i > 0 && r.Validate() == nil && p.Steps[i-1].valid():
 			prev := p.Steps[i-1].rollout("")
 			if msg := p.changes(prev, s.rollout("")); msg != "" {
-				v.add(at(f+".percent"), msg+" step "+fmt.Sprint(i)+"'s "+Describe(prev, false))
+				v.Add(at(f+".percent"), msg+" step "+fmt.Sprint(i)+"'s "+Describe(prev, false))
 			}
 		}
 		if s.Off() && s.Selector != "" {
-			v.add(at(f+".selector"), "an off step has no selector")
+			v.Add(at(f+".selector"), "an off step has no selector")
 		}
 		if s.Hold < 0 || s.Hold.D() > maxHold {
-			v.add(at(f+".hold"), "must be between 0s and 168h")
+			v.Add(at(f+".hold"), "must be between 0s and 168h")
 		}
 		if gates {
 			s.Gate.validate(ctx, sources, app, v, f+".gate")
@@ -427,46 +408,46 @@ func (s Step) valid() bool {
 }
 
 // validate checks a gate, adding to v under field.
-func (g Gate) validate(ctx context.Context, sources signal.Sources, app string, v *fieldErrs, field string) {
+func (g Gate) validate(ctx context.Context, sources signal.Sources, app string, v *server.FieldErrors, field string) {
 	at := func(f string) string { return field + "." + f }
 	if !(g.MinApplied > 0 && g.MinApplied <= 1) {
-		v.add(at("min_applied"), "must be a share above 0 and at most 1 (1: every targeted instance)")
+		v.Add(at("min_applied"), "must be a share above 0 and at most 1 (1: every targeted instance)")
 	}
 	if g.FailureLimit < 0 || g.FailureLimit > maxFailureLimit {
-		v.add(at("failure_limit"), fmt.Sprintf("must be between 0 and %d", maxFailureLimit))
+		v.Add(at("failure_limit"), fmt.Sprintf("must be between 0 and %d", maxFailureLimit))
 	}
 	if err := signal.CheckTreatment(g.OnNoData); err != nil {
-		v.add(at("on_no_data"), err.Error())
+		v.Add(at("on_no_data"), err.Error())
 	}
 	if err := signal.CheckTreatment(g.OnError); err != nil {
-		v.add(at("on_error"), err.Error())
+		v.Add(at("on_error"), err.Error())
 	}
 	if d := g.Interval.D(); d < minInterval || d > maxInterval {
-		v.add(at("interval"), "must be between 1s and 1h")
+		v.Add(at("interval"), "must be between 1s and 1h")
 	}
 	if len(g.Conditions) > maxConditions {
-		v.add(at("conditions"), fmt.Sprintf("must be at most %d conditions", maxConditions))
+		v.Add(at("conditions"), fmt.Sprintf("must be at most %d conditions", maxConditions))
 		return
 	}
 	for i, c := range g.Conditions {
 		cf := func(f string) string { return at(fmt.Sprintf("conditions[%d].%s", i, f)) }
 		if !slices.Contains(ops, c.Op) {
-			v.add(cf("op"), "must be one of "+strings.Join(ops, " "))
+			v.Add(cf("op"), "must be one of "+strings.Join(ops, " "))
 		}
 		if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
-			v.add(cf("threshold"), "must be a finite number")
+			v.Add(cf("threshold"), "must be a finite number")
 		}
 		src, err := sources.For(c.Source, app)
 		if err != nil {
-			v.add(cf("source"), err.Error())
+			v.Add(cf("source"), err.Error())
 			continue
 		}
 		if err := src.Check(ctx, c.Query); err != nil {
 			var qe *signal.QueryError
 			if errors.As(err, &qe) {
-				v.add(cf("query"), qe.Msg)
+				v.Add(cf("query"), qe.Msg)
 			} else {
-				v.add(cf("query"), "could not be checked: "+err.Error())
+				v.Add(cf("query"), "could not be checked: "+err.Error())
 			}
 		}
 	}
@@ -565,18 +546,18 @@ func formatPercent(f float64) string {
 
 // addErr adds err's field errors to v, prefixed by prefix (a prefix
 // alone, with a field error naming no sub-field, is the whole field).
-func addErr(v *fieldErrs, prefix string, err error) {
+func addErr(v *server.FieldErrors, prefix string, err error) {
 	var ve *server.ValidationError
 	var fe *server.FieldError
 	switch {
 	case errors.As(err, &ve):
 		for _, f := range ve.Fields {
-			v.add(join(prefix, f.Field), f.Msg)
+			v.Add(join(prefix, f.Field), f.Msg)
 		}
 	case errors.As(err, &fe):
-		v.add(join(prefix, fe.Field), fe.Msg)
+		v.Add(join(prefix, fe.Field), fe.Msg)
 	default:
-		v.add(prefix, err.Error())
+		v.Add(prefix, err.Error())
 	}
 }
 

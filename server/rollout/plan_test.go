@@ -109,10 +109,10 @@ func TestInput(t *testing.T) {
 func TestPlanValidate(t *testing.T) {
 	p := Plan{Steps: []Step{{Percent: 5}, {Percent: 1}}, Reason: "r"}
 	p.normalize()
-	var v fieldErrs
+	var v server.FieldErrors
 	p.validate(context.Background(), sources(t, false), "checkout", &v, "", true)
 	if len(v) != 1 || v[0].Field != "steps[1].percent" {
-		t.Fatalf("errors %v", v.err())
+		t.Fatalf("errors %v", v.Err())
 	}
 	if p.Direction != DirectionOn || p.OnFailure != FailRevert || p.Steps[0].Gate.MinApplied != 1 || p.Steps[0].Gate.OnNoData != NoDataPause {
 		t.Fatalf("defaults: %+v", p)

@@ -71,8 +71,22 @@ func (s *Service) wake() {
 // plan for the switch. The plan is pending until the leader applies its
 // first step (within a second).
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*View, error) {
+	// The switch's existence is reported with the other fields.
+	var v server.FieldErrors
 	p, err := in.plan(ctx, s.sources, app)
-	if err != nil {
+	var ve *server.ValidationError
+	if err != nil && !errors.As(err, &ve) {
+		return nil, err
+	}
+	v.AddErr("", err)
+	if wire.ValidName(in.Switch) {
+		if _, err := s.svc.GetSwitch(ctx, app, in.Switch); errors.Is(err, server.ErrNotFound) {
+			v.Add("switch", "there is no switch "+app+"/"+in.Switch)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	var id int64
@@ -104,9 +118,9 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 // has committed.
 func (s *Service) StartPlan(j *server.JobTx, a server.Actor, app, sw string, p Plan) (id int64, err error) {
 	p.normalize()
-	var v fieldErrs
+	var v server.FieldErrors
 	p.validate(context.Background(), s.sources, app, &v, "", true)
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return 0, err
 	}
 	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutCreate, Reason: p.Reason, App: app,

@@ -83,7 +83,7 @@ type PreviewEvent struct {
 // starts with the switch off and nobody confirming a proposed recovery.
 // It writes nothing.
 func (s *Service) Preview(ctx context.Context, app string, in PreviewInput) (*Preview, error) {
-	var v fieldErrors
+	var v server.FieldErrors
 	r, err := build(app, in.Rule, s.check(ctx, app, probe{}))
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
@@ -95,16 +95,16 @@ func (s *Service) Preview(ctx context.Context, app string, in PreviewInput) (*Pr
 	}
 	rng := previewDuration(&v, "range", in.Range, DefaultPreviewRange)
 	if rng <= 0 || rng > maxPreviewRange {
-		v.add("range", "must be more than 0 and at most %s", maxPreviewRange)
+		v.Addf("range", "must be more than 0 and at most 7d (%s)", server.ShortDuration(maxPreviewRange))
 	}
 	step := previewDuration(&v, "step", in.Step, max(time.Second, (rng/previewPoints).Round(time.Second)))
 	switch {
 	case step < time.Second:
-		v.add("step", "must be at least 1s")
+		v.Addf("step", "must be at least 1s")
 	case rng > 0 && rng/step > maxPreviewPoints:
-		v.add("step", "gives %d points over %s; at most %d (make it at least %s)", rng/step, rng, maxPreviewPoints, (rng/maxPreviewPoints).Round(time.Second)+time.Second)
+		v.Addf("step", "gives %d points over %s; at most %d (make it at least %s)", rng/step, rng, maxPreviewPoints, (rng/maxPreviewPoints).Round(time.Second)+time.Second)
 	}
-	if err := v.err(); err != nil {
+	if err := v.Err(); err != nil {
 		return nil, err
 	}
 	src, _ := s.sources.For(r.Source, app) // build checked it
@@ -129,13 +129,13 @@ func (s *Service) Preview(ctx context.Context, app string, in PreviewInput) (*Pr
 	return out, nil
 }
 
-func previewDuration(v *fieldErrors, field, s string, def time.Duration) time.Duration {
+func previewDuration(v *server.FieldErrors, field, s string, def time.Duration) time.Duration {
 	if s == "" {
 		return def
 	}
-	d, err := time.ParseDuration(s)
+	d, err := server.ParseDuration(s)
 	if err != nil {
-		v.add(field, `must be a duration such as "6h", got %q`, s)
+		v.Addf(field, `must be a duration such as "6h" or "7d", got %q`, s)
 	}
 	return d
 }

@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -97,7 +96,7 @@ func (r *Rule) rollout(sw *server.Switch) *wire.Rollout {
 }
 
 func dur(s string) time.Duration {
-	d, _ := time.ParseDuration(s)
+	d, _ := server.ParseDuration(s)
 	return d
 }
 
@@ -189,39 +188,25 @@ type checks struct {
 	template func(name string) *server.FieldError
 }
 
-// fieldErrors collects field errors like the server's validator.
-type fieldErrors []*server.FieldError
-
-func (v *fieldErrors) add(field, format string, args ...any) {
-	*v = append(*v, &server.FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (v fieldErrors) err() error {
-	if len(v) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: v}
-}
-
 // build validates in for app and returns the rule it describes, with the
 // defaults filled in. Every bad field is reported; check validates the
 // query against its source (a field error naming source or query). The
 // switch's existence is checked by the caller, inside its transaction.
 func build(app string, in Input, check checks) (*Rule, error) {
-	var v fieldErrors
+	var v server.FieldErrors
 	r := &Rule{
 		App: app, Name: strings.TrimSpace(in.Name), SwitchName: strings.TrimSpace(in.Switch),
 		Description: strings.TrimSpace(in.Description), Source: strings.TrimSpace(in.Source), Query: strings.TrimSpace(in.Query),
 		OnNoData: in.OnNoData, OnError: in.OnError, ConfirmRecovery: in.ConfirmRecovery, Mode: in.Mode,
 	}
 	if !wire.ValidName(r.Name) {
-		v.add("name", "must match %s", wire.NamePattern)
+		v.Addf("name", "must match %s", wire.NamePattern)
 	}
 	if !wire.ValidName(r.SwitchName) {
-		v.add("switch", "must name a switch of app %s (%s)", app, wire.NamePattern)
+		v.Addf("switch", "must name a switch of app %s (%s)", app, wire.NamePattern)
 	}
 	if len(r.Description) > maxDescriptionLen || !wire.Printable(r.Description) {
-		v.add("description", "must be at most %d characters without control characters", maxDescriptionLen)
+		v.Addf("description", "must be at most %d characters without control characters", maxDescriptionLen)
 	}
 	switch r.Source {
 	case signal.SourceFleet, signal.SourcePrometheus:
@@ -229,34 +214,36 @@ func build(app string, in Input, check checks) (*Rule, error) {
 			v = append(v, fe)
 		}
 	case "":
-		v.add("source", "is required: %q or %q", signal.SourceFleet, signal.SourcePrometheus)
+		v.Addf("source", "is required: %q or %q", signal.SourceFleet, signal.SourcePrometheus)
 	default:
-		v.add("source", "must be %q or %q", signal.SourceFleet, signal.SourcePrometheus)
+		v.Addf("source", "must be %q or %q", signal.SourceFleet, signal.SourcePrometheus)
 	}
 
 	trig, rec := in.Trigger, in.Recover
 	if !trig.Op.Ordered() {
-		v.add("trigger.op", "must be one of %s", opList())
+		v.Addf("trigger.op", "must be one of %s", opList())
 	}
 	if rec.Op == "" && trig.Op.Ordered() {
 		rec.Op = opposite(trig.Op)
 	}
-	if !rec.Op.Ordered() {
-		v.add("recover.op", "must be one of %s", opList())
+	// An absent recover.op follows trigger.op: when that is wrong, only
+	// trigger.op is to fix.
+	if rec.Op != "" && !rec.Op.Ordered() {
+		v.Addf("recover.op", "must be one of %s", opList())
 	}
 	threshold(&v, "trigger.threshold", trig.Threshold)
 	threshold(&v, "recover.threshold", rec.Threshold)
 	if trig.Op.Ordered() && rec.Op.Ordered() {
 		switch {
 		case trig.Op.Upward() == rec.Op.Upward():
-			v.add("recover.op", "must point the other way from trigger.op %s: %s or %s", trig.Op, opposite(trig.Op), oppositeInclusive(trig.Op))
+			v.Addf("recover.op", "must point the other way from trigger.op %s: %s or %s", trig.Op, opposite(trig.Op), oppositeInclusive(trig.Op))
 		case trig.Threshold != nil && rec.Threshold != nil && finite(*trig.Threshold) && finite(*rec.Threshold):
 			t, x := *trig.Threshold, *rec.Threshold
 			if trig.Op.Upward() && x >= t {
-				v.add("recover.threshold", "must be below the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
+				v.Addf("recover.threshold", "must be below the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
 			}
 			if !trig.Op.Upward() && x <= t {
-				v.add("recover.threshold", "must be above the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
+				v.Addf("recover.threshold", "must be above the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
 			}
 		}
 	}
@@ -279,16 +266,16 @@ func build(app string, in Input, check checks) (*Rule, error) {
 		flap = *in.Flap
 	}
 	if flap.MaxTransitions < 1 || flap.MaxTransitions > maxFlapTransitions {
-		v.add("flap.max_transitions", "must be between 1 and %d", maxFlapTransitions)
+		v.Addf("flap.max_transitions", "must be between 1 and %d", maxFlapTransitions)
 	}
 	r.FlapMaxTransitions = flap.MaxTransitions
 	if r.FlapWindow = duration(&v, "flap.window", flap.Window, DefaultFlapWindow); dur(r.FlapWindow) <= 0 && flap.Window != "" {
-		v.add("flap.window", "must be positive")
+		v.Addf("flap.window", "must be positive")
 	}
 	switch ro := in.Rollout; {
 	case ro == nil:
 	case ro.Template != "" && ro.Percent != 0:
-		v.add("rollout", "give a percent or a template, not both")
+		v.Addf("rollout", "give a percent or a template, not both")
 	case ro.Template != "":
 		r.RolloutTemplate = strings.TrimSpace(ro.Template)
 		if fe := check.template(r.RolloutTemplate); fe != nil {
@@ -297,7 +284,7 @@ func build(app string, in Input, check checks) (*Rule, error) {
 	default:
 		w := wire.Rollout{Percent: ro.Percent}
 		if err := w.Validate(); err != nil || w.Basis() == 0 {
-			v.add("rollout.percent", "must be more than 0 and at most 100, with at most two decimals")
+			v.Addf("rollout.percent", "must be more than 0 and at most 100, with at most two decimals")
 		}
 		b := w.Basis()
 		r.RolloutBasis = &b
@@ -307,17 +294,17 @@ func build(app string, in Input, check checks) (*Rule, error) {
 		r.Mode = ModeEnforce
 	case ModeEnforce, ModeDryRun:
 	default:
-		v.add("mode", "must be %q or %q", ModeEnforce, ModeDryRun)
+		v.Addf("mode", "must be %q or %q", ModeEnforce, ModeDryRun)
 	}
-	return r, v.err()
+	return r, v.Err()
 }
 
-func threshold(v *fieldErrors, field string, t *float64) {
+func threshold(v *server.FieldErrors, field string, t *float64) {
 	switch {
 	case t == nil:
-		v.add(field, "is required")
+		v.Addf(field, "is required")
 	case !finite(*t):
-		v.add(field, "must be a finite number")
+		v.Addf(field, "must be a finite number")
 	}
 }
 
@@ -325,19 +312,19 @@ func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
 
 // duration parses an optional duration field (empty: def) and returns it
 // in canonical form.
-func duration(v *fieldErrors, field, s string, def time.Duration) string {
+func duration(v *server.FieldErrors, field, s string, def time.Duration) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return def.String()
 	}
-	d, err := time.ParseDuration(s)
+	d, err := server.ParseDuration(s)
 	switch {
 	case err != nil:
-		v.add(field, `must be a duration such as "30s" or "5m", got %q`, s)
+		v.Addf(field, `must be a duration such as "30s", "5m" or "1d", got %q`, s)
 	case d < 0:
-		v.add(field, "must not be negative, got %s", s)
+		v.Addf(field, "must not be negative, got %s", s)
 	case d > maxDuration:
-		v.add(field, "must be at most %s", maxDuration)
+		v.Addf(field, "must be at most %s", maxDuration)
 	}
 	return d.String()
 }
@@ -359,12 +346,12 @@ func oppositeInclusive(o Op) Op {
 
 // treatment validates what a sample without a value counts as; "" is the
 // default, hold.
-func treatment(v *fieldErrors, field, t string) string {
+func treatment(v *server.FieldErrors, field, t string) string {
 	if t == "" {
 		return MissingHold
 	}
 	if err := signal.CheckTreatment(t); err != nil {
-		v.add(field, "%s", err.Error())
+		v.Add(field, err.Error())
 	}
 	return t
 }

@@ -299,12 +299,17 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	tried := s.try(ctx, app, in.Source, in.Query)
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			// The switch's existence is reported with the other fields.
+			var v server.FieldErrors
 			r, err := build(app, in, s.check(ctx, app, tried))
-			if err != nil {
+			v.AddErr("", err)
+			sw, err := loadSwitch(tx, app, r.SwitchName)
+			var ve *server.ValidationError
+			if err != nil && !errors.As(err, &ve) {
 				return "", nil, nil, err
 			}
-			sw, err := loadSwitch(tx, app, r.SwitchName)
-			if err != nil {
+			v.AddErr("", err)
+			if err := v.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			if _, err := loadRule(tx, app, r.Name); err == nil {
@@ -344,7 +349,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 		tried probe
 	)
 	if cur, err := loadRule(s.db(ctx), app, name); err == nil {
-		if in, err := p.merged(cur); err == nil {
+		if in, v := p.merged(cur); v.Err() == nil {
 			tried = s.try(ctx, app, in.Source, in.Query)
 		}
 	}
@@ -354,22 +359,16 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err != nil {
 				return "", nil, nil, err
 			}
-			in, err := p.merged(cur)
-			if err != nil {
-				return "", nil, nil, err
-			}
-			var v fieldErrors
+			in, v := p.merged(cur)
 			if in.Name != cur.Name {
-				v.add("name", "cannot be changed; create a rule with the new name and delete this one")
+				v.Addf("name", "cannot be changed; create a rule with the new name and delete this one")
 			}
 			if in.Switch != cur.SwitchName {
-				v.add("switch", "cannot be changed; create a rule for the other switch")
-			}
-			if err := v.err(); err != nil {
-				return "", nil, nil, err
+				v.Addf("switch", "cannot be changed; create a rule for the other switch")
 			}
 			next, err := build(app, in, s.check(ctx, app, tried))
-			if err != nil {
+			v.AddErr("", err)
+			if err := v.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			if err := server.CheckVersion(p.Version, cur.Version); err != nil {
@@ -410,18 +409,18 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	return &out, nil
 }
 
-// merged is the input of rule cur with the patch merged over it.
-func (p Patch) merged(cur *Rule) (Input, error) {
+// merged is the input of rule cur with the patch merged over it, and
+// the patch's unknown members and wrong types.
+func (p Patch) merged(cur *Rule) (Input, server.FieldErrors) {
 	in := cur.Input()
 	if replacesRollout(p.Fields) {
 		in.Rollout = nil // a percent and a template replace each other; null clears
 	}
+	var v server.FieldErrors
 	if len(p.Fields) > 0 {
-		if err := server.DecodeStrict(p.Fields, &in); err != nil {
-			return in, err
-		}
+		v = server.DecodeJSON(p.Fields, &in)
 	}
-	return in, nil
+	return in, v
 }
 
 // Delete removes a rule, its state and its evaluations, and resolves its

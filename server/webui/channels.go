@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -41,6 +42,14 @@ func (p channelPages) show(c *gin.Context, status int, form string, err error, e
 	filter := notify.DeliveryFilter{Channel: c.Query("channel"), Limit: 50}
 	log, derr := p.svc.Deliveries(c.Request.Context(), filter)
 	data := map[string]any{"Channels": channelRows(list), "Deliveries": log, "Channel": filter.Channel, "Kinds": notify.Kinds, "Formats": []string{notify.FormatJSON, notify.FormatSlack}}
+	// ?tested=<id>: where "Send test" leads, the test's outcome on top.
+	if id, perr := strconv.ParseInt(c.Query("tested"), 10, 64); perr == nil {
+		for _, d := range log {
+			if d.ID == id && d.Kind == string(notify.ChannelTest) {
+				data["Tested"] = d
+			}
+		}
+	}
 	for k, v := range extra {
 		data[k] = v
 	}
@@ -105,7 +114,9 @@ func (p channelPages) remove(c *gin.Context) {
 	redirect(c, Prefix+"/channels", "Deleted channel "+name+" and its delivery log.")
 }
 
-// test sends a test event now and shows what the receiver answered.
+// test sends a test event now, then leads to the channel's delivery log
+// with what the receiver answered on top: a reload shows the answer again
+// rather than sending another test.
 func (p channelPages) test(c *gin.Context) {
 	name := c.Param("channel")
 	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name)
@@ -113,9 +124,7 @@ func (p channelPages) test(c *gin.Context) {
 		p.show(c, 0, "test:"+name, err, nil)
 		return
 	}
-	q := url.Values{"channel": {name}}
-	c.Request.URL.RawQuery = q.Encode()
-	p.show(c, http.StatusOK, "", nil, map[string]any{"Tested": d})
+	redirect(c, Prefix+"/channels?"+queryString("channel", name, "tested", strconv.FormatInt(d.ID, 10))+"#test-result", "")
 }
 
 // Checked reports whether a checkbox of field with value is ticked: as

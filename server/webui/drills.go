@@ -20,6 +20,7 @@ type drillPages struct {
 
 func (d drillPages) register(in *gin.RouterGroup) {
 	g := in.Group("/apps/:app/drills/:name")
+	g.GET("", d.drillPage)
 	g.POST("/runs", d.start)
 	g.GET("/runs/:run", d.runPage)
 	g.GET("/runs/:run/report.md", d.download(true))
@@ -28,8 +29,24 @@ func (d drillPages) register(in *gin.RouterGroup) {
 	d.h.onSwitch["drills"] = d.section
 }
 
+func drillURL(app, name string) string {
+	return Prefix + "/apps/" + url.PathEscape(app) + "/drills/" + url.PathEscape(name)
+}
+
 func runURL(app, name string, n int64) string {
-	return Prefix + "/apps/" + url.PathEscape(app) + "/drills/" + url.PathEscape(name) + "/runs/" + strconv.FormatInt(n, 10)
+	return drillURL(app, name) + "/runs/" + strconv.FormatInt(n, 10)
+}
+
+// drillPage is where a link to a drill leads (findings, the audit log):
+// the drill's card on its switch's page.
+func (d drillPages) drillPage(c *gin.Context) {
+	app, name := c.Param("app"), c.Param("name")
+	dr, err := d.svc.Get(c.Request.Context(), app, name)
+	if err != nil {
+		d.h.fail(c, "message", &page{Title: "Drill " + app + "/" + name, Nav: "switches"}, "page", missing(err, "drill "+name+" of app "+app))
+		return
+	}
+	c.Redirect(http.StatusSeeOther, switchURL(app, dr.SwitchName)+"#drill-"+url.PathEscape(name))
 }
 
 // DrillRow is one drill on the switch page: its settings, next run, last

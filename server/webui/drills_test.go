@@ -64,7 +64,7 @@ func TestDrillPages(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, want := range []string{"Dry run #1 of monthly", "by admin", "check the probes", "no live instance of checkout is in the slice", "report.md", "drill.js"} {
+	for _, want := range []string{"Dry run #1 of monthly", "by admin", "check the probes", "no live instance of checkout is in the slice", "report.md", "drill.js", "drill version 1", "spec sha256"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("run page lacks %q\n%s", want, body)
 		}

@@ -137,12 +137,23 @@ func TestChannelsPage(t *testing.T) {
 	if strings.Contains(body, "a-secret-never-shown-1") || !strings.Contains(body, "<code>"+rcv.URL+"/…</code>") {
 		t.Fatalf("the channel list shows the secret or the URL's path\n%s", body)
 	}
-	status, _, body = cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}})
-	if status != http.StatusOK || !strings.Contains(body, "Test of <strong>ops</strong>: delivered, HTTP 200") || got.Load() != 1 {
-		t.Fatalf("send test: %d, %d requests\n%s", status, got.Load(), body)
+	// Post/redirect/get: the test leads to the log with its answer on
+	// top, and loading that page again sends nothing.
+	status, loc, _ := cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}})
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/channels?channel=ops&tested=") {
+		t.Fatalf("send test: %d %q", status, loc)
+	}
+	for range 2 {
+		_, body = cl.get(loc)
+		if !strings.Contains(body, "Test of <strong>ops</strong>: delivered, HTTP 200") || got.Load() != 1 {
+			t.Fatalf("after the test: %d requests\n%s", got.Load(), body)
+		}
 	}
 	if !strings.Contains(body, "<code>channel.test</code>") {
 		t.Fatalf("the delivery log lacks the test\n%s", body)
+	}
+	if !strings.Contains(body, `id="verify-help"`) || strings.Contains(body, "See docs/expiry.md") {
+		t.Fatal("the page does not explain how a receiver verifies a request")
 	}
 
 	pw := mustCreateUser(t, c, "vera", server.RoleViewer)

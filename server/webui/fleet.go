@@ -2,6 +2,7 @@ package webui
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -55,12 +56,17 @@ type SwitchFleet struct {
 	// Spark is the sparkline of the last hour's degraded answers; nil
 	// where the page shows none.
 	Spark *Sparkline
+	// Stale: some instance's last report is from before the switch's last
+	// change, so the answering figures do not count the change yet.
+	Stale bool
 }
 
 // Switch returns the fleet's view of sw; spark adds its sparkline.
 func (f *fleetView) Switch(sw *server.Switch, spark bool) SwitchFleet {
 	v := f.m.Summary(sw.App, sw.Name) // pages link to the instances instead
 	out := SwitchFleet{Known: !f.OutOfSync, Published: v.Value != nil && v.Value.Version >= sw.Version, V: v}
+	// A report's time is to the second: it counts answers up to its end.
+	out.Stale = v.SignalsAt != nil && !v.SignalsAt.Add(time.Second).After(sw.UpdatedAt)
 	if spark {
 		s := sparkline(f.m.History(sw.App, sw.Name, f.now.Add(-sparkSpan)), f.now.Add(-sparkSpan), f.now)
 		out.Spark = &s
@@ -93,30 +99,47 @@ const (
 	sparkSpan   = time.Hour
 	// sparkPad keeps the stroke inside the box at the top and the bottom.
 	sparkPad = 1
+	// sparkMinPoints is how many samples make a line; fewer is
+	// "collecting…" (the first minute after a console starts).
+	sparkMinPoints = 2
 )
 
 // Sparkline is a small line chart of degraded answers per second, drawn
 // as an inline SVG path (no script, no style attribute: app.css styles it).
 type Sparkline struct {
-	// Path is the SVG path data; empty when there is no data.
+	// Path is the SVG path data; empty when there is no line to draw,
+	// and Note says why ("no data yet", "collecting…").
 	Path          string
+	Note          string
 	Title         string
 	Width, Height int
 }
 
 // sparkline draws pts between from and to: time runs left to right,
-// values from zero at the bottom to their maximum at the top. Where a
+// values from zero at the bottom to their maximum at the top. A history
+// younger than the span (a console that started minutes ago) is drawn
+// from its first sample, not squeezed into the right edge. Where a
 // sample is missing (a gap of more than twice the shortest step) the line
-// breaks; a point on its own is a dot. No points is "no data yet", not a
-// line at zero.
+// breaks; a point on its own is a dot. No points is "no data yet" and
+// fewer than sparkMinPoints "collecting…", never a line at zero.
 func sparkline(pts []signal.Point, from, to time.Time) Sparkline {
 	s := Sparkline{Width: sparkWidth, Height: sparkHeight, Title: "degraded answers/s over the last hour: "}
-	if len(pts) == 0 {
-		s.Title += "no data yet"
+	switch {
+	case len(pts) == 0:
+		s.Note = "no data yet"
+		s.Title += s.Note
+		return s
+	case len(pts) < sparkMinPoints:
+		s.Note = "collecting…"
+		s.Title = fmt.Sprintf("degraded answers/s: collecting (%d of %d samples)", len(pts), sparkMinPoints)
 		return s
 	}
 	pts = append([]signal.Point(nil), pts...)
 	slices.SortStableFunc(pts, func(a, b signal.Point) int { return a.At.Compare(b.At) })
+	if first := pts[0].At; first.Sub(from) > to.Sub(from)/12 {
+		from = first
+		s.Title = "degraded answers/s since " + first.UTC().Format("15:04") + " UTC: "
+	}
 	lo, hi := math.Inf(1), 0.0
 	var step time.Duration
 	for i, p := range pts {

@@ -158,7 +158,8 @@ func TestFleetPages(t *testing.T) {
 			`<span class="applied partial" title="revision`, "applied by 2/3",
 			`<td data-label="Degraded answers/s">`, "10/s",
 			`<svg class="spark" viewBox="0 0 120 24" width="120" height="24" role="img"`,
-			"<title>degraded answers/s over the last hour: min 0, max 10, now 10</title>",
+			// The history began 40 minutes ago: the line starts there.
+			"<title>degraded answers/s since " + now.Add(-40*time.Minute).Format("15:04") + " UTC: min 0, max 10, now 10</title>",
 		} {
 			if !strings.Contains(row, want) {
 				t.Errorf("the Overview's row of checkout/recommend lacks %s\n%s", want, row)
@@ -182,7 +183,7 @@ func TestFleetPages(t *testing.T) {
 		}
 		for _, want := range []string{
 			"3</strong> limit rules are on in enforce mode", "<strong>2</strong> reject requests now",
-			"5/s rejected", "breaker open on 1 of 1 instances", "would reject 2/s (shadow)",
+			"5/s rejected", "breaker open on 1 of 1 instance", "would reject 2/s (shadow)",
 		} {
 			if !strings.Contains(limits, want) {
 				t.Errorf("limits in force lack %q\n%s", want, limits)
@@ -250,7 +251,7 @@ func TestFleetPages(t *testing.T) {
 		facts := between(t, body, `<dl class="facts">`, "</dl>")
 		for _, want := range []string{
 			"applied by 2/3", `href="/ui/apps/checkout/instances"`,
-			"<dt>Answering degraded</dt><dd>1 of 2 reporting instances</dd>",
+			`<dt>Answering degraded</dt><dd id="answering-degraded">1 of 2 reporting instances</dd>`,
 			"<dt>Degraded answers</dt><dd>10/s", "<dt>Fallbacks served</dt><dd>10/s</dd>",
 			"<dt>Degraded-path p99</dt><dd>≤ 2ms</dd>", "<dt>Last read</dt><dd title=\"" + now.Format("2006-01-02 15:04:05") + " UTC\">",
 		} {
@@ -271,6 +272,29 @@ func TestFleetPages(t *testing.T) {
 		_, body = cl.get("/ui/instances")
 		if !strings.Contains(body, "etcd did not answer") || !strings.Contains(body, `id="inst-checkout-checkout-1"`) {
 			t.Errorf("with etcd down the Instances page does not show the last known instances with a warning\n%s", body)
+		}
+	})
+
+	t.Run("a change after the last reports", func(t *testing.T) {
+		// Reports are stamped to the second: the change must fall in a
+		// later one than theirs to be after them.
+		time.Sleep(time.Until(time.Unix(at+1, 0)))
+		if _, _, err := c.Service.TurnOff(ctx, admin, "checkout", "recommend", server.Toggle{Reason: "recovered"}); err != nil {
+			t.Fatal(err)
+		}
+		_, body := cl.get("/ui/apps/checkout/switches/recommend")
+		if got := between(t, body, `id="answering-degraded">`, "</dd>"); !strings.Contains(got, `id="signals-stale"`) || !strings.Contains(got, "before the last change") {
+			t.Errorf("after turning the switch off, the answering figure does not say it predates the change: %s", got)
+		}
+		later := time.Now().Unix()
+		for _, id := range []string{"checkout-1", "checkout-2"} {
+			putInstance(t, c, wire.Instance{App: "checkout", InstanceID: id, SDKVersion: "v1.0.0", AppliedRevision: rev, AppliedAt: now,
+				StartedAt: now.Add(-5 * time.Second), ReportInterval: iv, Report: &wire.Report{At: later, Switches: map[string]wire.SwitchSignal{"recommend": {Degraded: 50, LastRead: at}}}})
+			waitFleet(t, c, id+"'s next report", reported("checkout", id, later))
+		}
+		_, body = cl.get("/ui/apps/checkout/switches/recommend")
+		if strings.Contains(body, `id="signals-stale"`) {
+			t.Error("the next reports did not clear the note")
 		}
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -88,11 +89,19 @@ func (h *handler) fail(c *gin.Context, name string, p *page, form string, err er
 // formParser reads typed form values and collects field errors named like
 // the API's fields.
 type formParser struct {
-	c    *gin.Context
+	c *gin.Context
+	// from, when set, holds the values instead of the posted form (a
+	// draft carried in a URL's query).
+	from url.Values
 	errs []*server.FieldError
 }
 
-func (p *formParser) str(name string) string { return strings.TrimSpace(p.c.PostForm(name)) }
+func (p *formParser) str(name string) string {
+	if p.from != nil {
+		return strings.TrimSpace(p.from.Get(name))
+	}
+	return strings.TrimSpace(p.c.PostForm(name))
+}
 
 func (p *formParser) float(name string) float64 {
 	s := p.str(name)
@@ -134,7 +143,7 @@ func (p *formParser) int64Ptr(name string) *int64 {
 // list splits a comma- or space-separated field.
 func (p *formParser) list(name string) []string {
 	var out []string
-	for _, f := range strings.FieldsFunc(p.c.PostForm(name), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+	for _, f := range strings.FieldsFunc(p.str(name), func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
 		out = append(out, strings.TrimSpace(f))
 	}
 	return out

@@ -327,7 +327,7 @@ func (h *handler) saveLimit(c *gin.Context) {
 	if version == nil {
 		var in server.LimitInput
 		fields["resource"] = mustJSON(resource)
-		if err = server.DecodeStrict(mustJSON(fields), &in.LimitRule); err == nil {
+		if err = server.DecodeStrict(mustJSON(fields), &in); err == nil {
 			in.Description, in.Reason = fp.str("description"), fp.str("reason")
 			_, rc, err = h.svc.CreateLimit(c.Request.Context(), actor(c), app, in)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -218,6 +217,11 @@ func timeline(v *rollout.View) []TimelineRow {
 			Measurements: rec.Measurements, Failures: rec.Failures, HoldLeft: rec.HoldLeft, HoldEndsAt: rec.HoldEndsAt,
 			StartedAt: &rec.StartedAt, ConvergedAt: rec.ConvergedAt, EndedAt: rec.EndedAt, Why: rec.Why,
 		}
+		if rec.EndedAt != nil {
+			// An ended step (passed, advanced by a person, failed) no
+			// longer has a hold that ends: the row says when it ended.
+			r.HoldLeft, r.HoldEndsAt = "", nil
+		}
 		switch {
 		case rec.EndedAt != nil:
 			r.Status = rec.Outcome
@@ -260,10 +264,19 @@ func timeline(v *rollout.View) []TimelineRow {
 	if !v.Active() {
 		return rows
 	}
+	// Steps to come target what the job will set, as the switch page's
+	// preview said: a step below a raised first step is kept at the raise.
+	plan := rollout.Plan{Direction: v.Direction, Steps: v.Steps}
+	var prev *rollout.StepRecord
+	cur := v.Before.Rollout
+	if n := len(v.History); n > 0 {
+		prev = &v.History[n-1].StepRecord
+		cur = prev.Rollout
+	}
 	for k := last + 1; k < len(v.Steps); k++ {
-		s := v.Steps[k]
-		target := rollout.Describe(wire.Rollout{Percent: s.Percent, Selector: s.Selector}, s.Off() && v.Direction == rollout.DirectionOff)
-		rows = append(rows, TimelineRow{N: k + 1, Target: target, Hold: holdText(s), Status: "to come"})
+		r, off, raised := rollout.Target(plan, k, v.App, v.Switch, cur, prev, nil)
+		rows = append(rows, TimelineRow{N: k + 1, Target: rollout.Describe(r, off), Raised: raised, Hold: holdText(v.Steps[k]), Status: "to come"})
+		prev, cur = &rollout.StepRecord{Index: k, Rollout: r, Off: off}, r
 	}
 	return rows
 }

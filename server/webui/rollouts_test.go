@@ -97,7 +97,7 @@ func TestRolloutPages(t *testing.T) {
 	}
 	for _, want := range []string{"1 % → 5 min → 50 % → 5 min → 100 %", "so that " + first + " is in",
 		"reaches 1 of 2 live instances <small>(" + first + ")</small>", "reaches 2 of 2 live instances <small>(web-1, web-2)</small>",
-		`value="default/off" disabled> 50 % → 5 min → off`, "the switch is off"} {
+		`value="default/off" disabled><span>50 % → 5 min → off`, "the switch is off"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the switch page lacks %q", want)
 		}

@@ -21,8 +21,10 @@ import (
 
 var updateScreenshots = flag.Bool("update-screenshots", false, "regenerate docs/screenshots/*.png")
 
-// TestScreenshots writes the README's screenshots of the Overview, a switch
-// detail and the audit log (1280×800, plus the Overview at phone width):
+// TestScreenshots writes the README's and docs/web-console.md's
+// screenshots: the Overview, a switch detail, the audit log and the other
+// lists at 1280×800; the staged-rollout form and an auto-trigger rule at
+// 1280 and at phone width (390×844), as are the Overview and a switch:
 //
 //	go test ./server/webui -run TestScreenshots -update-screenshots
 func TestScreenshots(t *testing.T) {
@@ -35,6 +37,15 @@ func TestScreenshots(t *testing.T) {
 	s.signIn("admin", bootstrapToken)
 	seedDemo(t, c)
 
+	// The rule comes after the shots of the lists, whose newest rows it
+	// would otherwise be.
+	addRule := func() {
+		api(t, s.base, "POST", "/api/v1/apps/checkout/triggers", `{"name":"degraded-surge","switch":"recommend","source":"fleet",
+			"description":"Turn the recommender off when the fleet answers degraded en masse",
+			"query":"degraded_rate{switch=\"recommend\"}","trigger":{"op":">","threshold":180,"for":"1m"},"recover":{"op":"<","threshold":20,"for":"5m"},
+			"mode":"dry_run","reason":"INC-1042 follow-up: trip it before people have to"}`, 201)
+	}
+
 	dir := filepath.Join("..", "..", "docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -42,18 +53,30 @@ func TestScreenshots(t *testing.T) {
 	shots := []struct {
 		file, path string
 		w, h       int64
+		// open is a details element to open, or an element, to scroll
+		// to ("": the top).
+		open string
+		// before, when set, runs before the shot.
+		before func()
 	}{
-		{"overview.png", "/ui/", 1280, 800},
-		{"switch-detail.png", "/ui/apps/checkout/switches/recommend", 1280, 800},
-		{"audit-log.png", "/ui/audit", 1280, 800},
-		{"switches.png", "/ui/switches", 1280, 800},
-		{"limit-editor.png", "/ui/limits/edit?app=checkout&resource=POST+%2Forders", 1280, 800},
-		{"instances.png", "/ui/apps/checkout/instances", 1280, 800},
-		{"instance.png", "/ui/apps/checkout/instances/checkout-7f9c-1", 1280, 800},
-		{"overview-phone.png", "/ui/", 390, 844},
-		{"switch-detail-phone.png", "/ui/apps/search/switches/suggestions", 390, 844},
+		{"overview.png", "/ui/", 1280, 800, "", nil},
+		{"switch-detail.png", "/ui/apps/checkout/switches/recommend", 1280, 800, "", nil},
+		{"audit-log.png", "/ui/audit", 1280, 800, "", nil},
+		{"switches.png", "/ui/switches", 1280, 800, "", nil},
+		{"limit-editor.png", "/ui/limits/edit?app=checkout&resource=POST+%2Forders", 1280, 800, "", nil},
+		{"instances.png", "/ui/apps/checkout/instances", 1280, 800, "", nil},
+		{"instance.png", "/ui/apps/checkout/instances/checkout-7f9c-1", 1280, 800, "", nil},
+		{"overview-phone.png", "/ui/", 390, 844, "", nil},
+		{"switch-detail-phone.png", "/ui/apps/checkout/switches/recommend", 390, 844, "", nil},
+		{"rollout-form.png", "/ui/apps/checkout/switches/orders-read-only", 1280, 800, "#staged-rollout", nil},
+		{"rollout-form-phone.png", "/ui/apps/checkout/switches/orders-read-only", 390, 844, "#staged-rollout", nil},
+		{"trigger-rule.png", "/ui/apps/checkout/triggers/degraded-surge", 1280, 1150, "", addRule},
+		{"trigger-rule-phone.png", "/ui/apps/checkout/triggers/degraded-surge", 390, 844, "#preview", nil},
 	}
 	for _, sh := range shots {
+		if sh.before != nil {
+			sh.before()
+		}
 		var png []byte
 		s.do("screenshot "+sh.path,
 			chromedp.EmulateViewport(sh.w, sh.h),
@@ -61,6 +84,11 @@ func TestScreenshots(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("main")),
 			// Settled: loaded, fonts in, script run, stream open.
 			chromedp.Poll[chromedp.Void](`document.readyState === "complete" && document.fonts.status === "loaded" && document.getElementById("live-status").textContent === "● live"`, chromedp.WithPollingTimeout(10*time.Second)),
+			chromedp.Evaluate[chromedp.Void](`(() => { const d = "`+sh.open+`" && document.querySelector("`+sh.open+`"); if (d && d.tagName === "DETAILS") d.open = true })()`),
+			// Opening a form focuses its first field, which scrolls; the
+			// shot scrolls back to the element's top after that.
+			chromedp.Sleep(300*time.Millisecond),
+			chromedp.Evaluate[chromedp.Void](`(() => { const d = "`+sh.open+`" && document.querySelector("`+sh.open+`"); if (d) d.scrollIntoView() })()`),
 			chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 				var err error
 				png, err = chromedp.CaptureScreenshot()(ctx, tg)

@@ -1,12 +1,14 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/rollout"
+	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -87,7 +90,7 @@ func num(f float64) string { return trigger.Num(f).String() }
 
 // shortFor writes "0s" as "0s" and "5m0s" as "5m".
 func shortFor(s string) string {
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := server.ParseDuration(s); err == nil {
 		return server.ShortDuration(d)
 	}
 	return s
@@ -193,11 +196,15 @@ type editor struct {
 	Ops      []trigger.Op
 	Fleet    []string // the fleet source's metrics
 	// Staged are the staged-rollout templates a rule can start when it fires.
-	Staged   []rollout.TemplateInfo
-	Preview  *previewView
-	Evals    []trigger.Evaluation
-	Editable bool
-	Interval time.Duration
+	Staged  []rollout.TemplateInfo
+	Preview *previewView
+	Evals   []trigger.Evaluation
+	// Prometheus tells whether PromQL rules can run; QueryHint is the
+	// query field's example.
+	Prometheus bool
+	QueryHint  string
+	Editable   bool
+	Interval   time.Duration
 }
 
 // previewView is a preview with its chart; Draft when it previews the
@@ -221,6 +228,17 @@ func (t *triggerPages) editorFor(c *gin.Context, app string, v *trigger.View, va
 	for _, s := range sws {
 		e.Switches = append(e.Switches, s.Name)
 	}
+	// The query's example is one that runs here: PromQL only when a
+	// Prometheus is configured, else a fleet metric of the rule's switch.
+	e.Prometheus = slices.Contains(e.Sources, signal.SourcePrometheus)
+	e.QueryHint = "max(rate(http_errors_total[1m]))"
+	if !e.Prometheus {
+		sw := vals["switch"]
+		if sw == "" && len(e.Switches) > 0 {
+			sw = e.Switches[0]
+		}
+		e.QueryHint = `degraded_rate{switch="` + cmp.Or(sw, "name") + `"}`
+	}
 	return e, err
 }
 
@@ -230,18 +248,79 @@ func (t *triggerPages) newPage(c *gin.Context) {
 		t.h.message(c, http.StatusForbidden, "Not allowed", "Your role may not create rules for "+app+"; ask an admin for an operator grant.")
 		return
 	}
-	e, err := t.editorFor(c, app, nil, editorValues(nil, c.Query("switch")))
+	vals, draft := editorValues(nil, c.Query("switch")), isDraft(c)
+	if draft {
+		vals = draftValues(c)
+	}
+	e, err := t.editorFor(c, app, nil, vals)
 	p := &page{Title: "New auto-trigger for " + app, Nav: "switches", Data: e}
 	if err != nil {
 		t.h.fail(c, "trigger", p, "page", err)
 		return
 	}
+	if draft {
+		fp := &formParser{c: c, from: c.Request.URL.Query()}
+		in := ruleInput(fp, app)
+		if err = fp.err(); err == nil {
+			e.Preview, err = t.preview(c.Request.Context(), app, in, vals["range"])
+		}
+		if err != nil {
+			t.h.fail(c, "trigger", p, "rule", err)
+			return
+		}
+		e.Preview.Draft = true
+	}
 	t.h.render(c, http.StatusOK, "trigger", p)
+}
+
+// The editor's Preview posts the draft and is sent on to the page with
+// the draft in its query (?draft=1&…), which previews it: reloading that
+// page previews again rather than re-posting a form (post/redirect/get).
+// The CSRF token and the form's version stay out of the URL.
+
+// draftURL is the page at base previewing the editor's values vals.
+func draftURL(base string, vals map[string]string) string {
+	q := url.Values{}
+	for k, v := range vals {
+		if k != csrfField && k != "action" && k != "version" && k != "draft" {
+			q.Set(k, v)
+		}
+	}
+	return base + "?draft=1&" + q.Encode()
+}
+
+// isDraft reports whether the request previews a draft.
+func isDraft(c *gin.Context) bool { return c.Query("draft") != "" }
+
+// draftValues are the editor's values a draft URL carries.
+func draftValues(c *gin.Context) map[string]string {
+	out := map[string]string{}
+	for k := range c.Request.URL.Query() {
+		if k != "draft" {
+			out[k] = strings.TrimSpace(c.Query(k))
+		}
+	}
+	return out
 }
 
 // rulePage shows a rule: its state, its evaluations and a chart of the
 // last hours (?range=), and its editor for those who may change it.
-func (t *triggerPages) rulePage(c *gin.Context) { t.renderRule(c, http.StatusOK, "", nil, nil) }
+func (t *triggerPages) rulePage(c *gin.Context) {
+	if !isDraft(c) {
+		t.renderRule(c, http.StatusOK, "", nil, nil)
+		return
+	}
+	vals := draftValues(c)
+	vals["name"] = c.Param("name")
+	fp := &formParser{c: c, from: c.Request.URL.Query()}
+	in := ruleInput(fp, c.Param("app"))
+	in.Name = vals["name"]
+	if err := fp.err(); err != nil {
+		t.renderRule(c, 0, "rule", err, vals)
+		return
+	}
+	t.renderPreview(c, c.Param("app"), in, vals)
+}
 
 // renderRule renders the page of the rule in the path; form and ferr
 // describe a failed form, vals what the editor holds (nil: the rule).
@@ -256,7 +335,7 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	}
 	if vals == nil {
 		vals = editorValues(v, v.Switch)
-		if d, err := time.ParseDuration(c.Query("range")); err == nil && d > 0 && d <= 7*24*time.Hour {
+		if d, err := server.ParseDuration(c.Query("range")); err == nil && d > 0 && d <= 7*24*time.Hour {
 			vals["range"] = d.String()
 		}
 	}
@@ -292,6 +371,10 @@ func (t *triggerPages) preview(ctx context.Context, app string, in trigger.Input
 // create saves a new rule, or previews it (the editor's Preview button).
 func (t *triggerPages) create(c *gin.Context) {
 	app := c.Param("app")
+	if c.PostForm("action") == "preview" {
+		redirect(c, draftURL(Prefix+"/apps/"+url.PathEscape(app)+"/triggers/new", submitted(c)), "")
+		return
+	}
 	fp := &formParser{c: c}
 	in := ruleInput(fp, app)
 	vals := submitted(c)
@@ -305,17 +388,6 @@ func (t *triggerPages) create(c *gin.Context) {
 		t.h.fail(c, "trigger", p, "rule", fp.err())
 		return
 	}
-	if c.PostForm("action") == "preview" {
-		pv, err := t.preview(c.Request.Context(), app, in, vals["range"])
-		if err != nil {
-			t.h.fail(c, "trigger", p, "rule", err)
-			return
-		}
-		pv.Draft = true
-		e.Preview = pv
-		t.h.render(c, http.StatusOK, "trigger", p)
-		return
-	}
 	v, err := t.svc.Create(c.Request.Context(), actor(c), app, in)
 	if err != nil {
 		t.h.fail(c, "trigger", p, "rule", err)
@@ -327,6 +399,10 @@ func (t *triggerPages) create(c *gin.Context) {
 // edit saves the editor over the rule, or previews it.
 func (t *triggerPages) edit(c *gin.Context) {
 	app, name := c.Param("app"), c.Param("name")
+	if c.PostForm("action") == "preview" {
+		redirect(c, draftURL(triggerURL(app, name), submitted(c)), "")
+		return
+	}
 	fp := &formParser{c: c}
 	in := ruleInput(fp, app)
 	in.Name = name
@@ -334,10 +410,6 @@ func (t *triggerPages) edit(c *gin.Context) {
 	vals["name"] = name
 	if err := fp.err(); err != nil {
 		t.renderRule(c, 0, "rule", err, vals)
-		return
-	}
-	if c.PostForm("action") == "preview" {
-		t.renderPreview(c, app, in, vals)
 		return
 	}
 	fields, err := patchFields(in)
@@ -442,6 +514,9 @@ type Chart struct {
 	YTicks, XTicks               []ChartTick
 	Empty                        bool
 	Summary                      string
+	// From is where the chart starts when the series begins inside the
+	// range (zero: at the range's start).
+	From time.Time
 }
 
 // ChartSpan is a shaded stretch.
@@ -460,28 +535,52 @@ type ChartTick struct {
 	Anchor string
 }
 
-// drawChart lays out a preview.
+// drawChart lays out a preview. The time axis starts at the first sample
+// when the series begins inside the range (a new rule's few minutes fill
+// the chart, not its right edge); the value axis has round ticks and
+// stops at 0 when no value or threshold is negative.
 func drawChart(p *trigger.Preview) Chart {
-	ch := Chart{W: 720, H: 240, Left: 56, Top: 10, Right: 712, Bottom: 210}
-	ch.PlotW, ch.PlotH = ch.Right-ch.Left, ch.Bottom-ch.Top
+	ch := Chart{W: 720, H: 240, Top: 10, Right: 712, Bottom: 210}
 	ch.Summary = p.String()
+	start := p.Start
+	if len(p.Points) > 0 && p.Points[0].At.After(start) {
+		start = p.Points[0].At
+		ch.From = start
+	}
 	lo, hi := math.Min(p.Trigger.Threshold, p.Recover.Threshold), math.Max(p.Trigger.Threshold, p.Recover.Threshold)
 	for _, pt := range p.Points {
 		if v := float64(pt.Value); !math.IsInf(v, 0) {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
+	nonNegative := lo >= 0
 	pad := (hi - lo) * 0.08
 	if pad == 0 {
 		pad = math.Max(math.Abs(hi)*0.1, 1)
 	}
 	lo, hi = lo-pad, hi+pad
-	span := p.End.Sub(p.Start).Seconds()
+	if nonNegative {
+		lo = math.Max(lo, 0)
+	}
+	step := niceStep((hi - lo) / 5)
+	lo, hi = math.Floor(lo/step)*step, math.Ceil(hi/step)*step
+	var labels []string
+	for v := lo; v <= hi+step/2; v += step {
+		labels = append(labels, tickLabel(v, step))
+	}
+	// The y labels' column is as wide as the longest label (11 px text).
+	widest := 0
+	for _, l := range labels {
+		widest = max(widest, len(l))
+	}
+	ch.Left = float64(max(40, 7*widest+14))
+	ch.PlotW, ch.PlotH = ch.Right-ch.Left, ch.Bottom-ch.Top
+	span := p.End.Sub(start).Seconds()
 	x := func(t time.Time) float64 {
-		if span <= 0 {
+		if span <= 0 || t.Before(start) {
 			return ch.Left
 		}
-		return round1(ch.Left + (ch.Right-ch.Left)*t.Sub(p.Start).Seconds()/span)
+		return round1(ch.Left + (ch.Right-ch.Left)*t.Sub(start).Seconds()/span)
 	}
 	y := func(v float64) float64 {
 		switch {
@@ -502,7 +601,9 @@ func drawChart(p *trigger.Preview) Chart {
 	ch.TriggerLabel = "on " + p.Trigger.String()
 	ch.RecoverLabel = "off " + p.Recover.String()
 	for _, g := range p.NoData {
-		ch.NoData = append(ch.NoData, ChartSpan{X: x(g.From), W: math.Max(x(g.To)-x(g.From), 1)})
+		if g.To.After(start) {
+			ch.NoData = append(ch.NoData, ChartSpan{X: x(g.From), W: math.Max(x(g.To)-x(g.From), 1)})
+		}
 	}
 	var line strings.Builder
 	gap := 0
@@ -539,23 +640,80 @@ func drawChart(p *trigger.Preview) Chart {
 		}
 		ch.Marks = append(ch.Marks, m)
 	}
-	for i := 0; i <= 4; i++ {
-		v := lo + (hi-lo)*float64(i)/4
-		ch.YTicks = append(ch.YTicks, ChartTick{At: y(v), Label: trigger.Num(v).String()})
+	for i, l := range labels {
+		ch.YTicks = append(ch.YTicks, ChartTick{At: y(lo + float64(i)*step), Label: l})
 	}
 	layout := "15:04"
-	switch d := p.End.Sub(p.Start); {
+	switch d := p.End.Sub(start); {
 	case d < 10*time.Minute:
 		layout = "15:04:05"
 	case d > 36*time.Hour:
 		layout = "Jan 2 15:04"
 	}
-	for i := 0; i <= 4; i++ {
-		t := p.Start.Add(time.Duration(float64(p.End.Sub(p.Start)) * float64(i) / 4))
-		ch.XTicks = append(ch.XTicks, ChartTick{At: x(t), Label: t.UTC().Format(layout), Anchor: "middle"})
+	// Times on the axis are round (every 5 min, 30 min, 2 h…); one near
+	// an edge is anchored inside the chart.
+	every := timeStep(p.End.Sub(start) / 5)
+	for t := start.UTC().Truncate(every); !t.After(p.End); t = t.Add(every) {
+		if t.Before(start) {
+			continue
+		}
+		tk := ChartTick{At: x(t), Label: t.UTC().Format(layout), Anchor: "middle"}
+		switch {
+		case tk.At-ch.Left < 30:
+			tk.Anchor = "start"
+		case ch.Right-tk.At < 30:
+			tk.Anchor = "end"
+		}
+		ch.XTicks = append(ch.XTicks, tk)
 	}
-	ch.XTicks[0].Anchor, ch.XTicks[4].Anchor = "start", "end"
 	return ch
+}
+
+// timeSteps are the round spans between the time axis's ticks.
+var timeSteps = []time.Duration{time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+	time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, 24 * time.Hour}
+
+// timeStep is the smallest round span at least raw.
+func timeStep(raw time.Duration) time.Duration {
+	for _, s := range timeSteps {
+		if s >= raw {
+			return s
+		}
+	}
+	return timeSteps[len(timeSteps)-1]
+}
+
+// niceStep is the round tick step (1, 2, 2.5 or 5 times a power of ten)
+// at least raw.
+func niceStep(raw float64) float64 {
+	if raw <= 0 || math.IsInf(raw, 0) || math.IsNaN(raw) {
+		return 1
+	}
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	for _, m := range []float64{1, 2, 2.5, 5} {
+		if m*mag >= raw*(1-1e-9) {
+			return m * mag
+		}
+	}
+	return 10 * mag
+}
+
+// tickLabel writes v with at most the decimals step needs: "0", "2.5",
+// "0.02", "1500".
+func tickLabel(v, step float64) string {
+	dec := 0
+	for d := step; dec < 10 && math.Abs(d-math.Round(d)) > 1e-9*math.Max(1, step); d *= 10 {
+		dec++
+	}
+	s := strconv.FormatFloat(v, 'f', dec, 64)
+	if dec > 0 {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	if strings.Trim(s, "-0.") == "" {
+		return "0"
+	}
+	return s
 }
 
 func round1(f float64) float64 { return math.Round(f*10) / 10 }

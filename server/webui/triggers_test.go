@@ -80,8 +80,19 @@ func TestTriggerPages(t *testing.T) {
 		t.Fatalf("new rule page: %d\n%s", status, body)
 	}
 
+	// preview posts the editor's Preview and follows it to the page that
+	// shows the draft (post/redirect/get).
+	preview := func(t *testing.T, form url.Values) (int, string) {
+		t.Helper()
+		status, loc, body := cl.post("/ui/apps/checkout/triggers", form)
+		if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/apps/checkout/triggers/new?draft=1&") || strings.Contains(loc, "_csrf") {
+			t.Fatalf("preview: %d %q\n%s", status, loc, body)
+		}
+		return cl.get(loc)
+	}
+
 	t.Run("a threshold on the wrong side is marked at its input", func(t *testing.T) {
-		status, _, body := cl.post("/ui/apps/checkout/triggers", ruleForm(tok, "recover.threshold", "85", "action", "preview"))
+		status, body := preview(t, ruleForm(tok, "recover.threshold", "85", "action", "preview"))
 		if status != http.StatusBadRequest || !fieldErr("recover.threshold", "Threshold", "must be below the trigger threshold 80 (the safe side), got 85").MatchString(body) {
 			t.Fatalf("%d\n%s", status, body)
 		}
@@ -91,12 +102,12 @@ func TestTriggerPages(t *testing.T) {
 	})
 
 	t.Run("preview draws the chart and saves nothing", func(t *testing.T) {
-		status, _, body := cl.post("/ui/apps/checkout/triggers", ruleForm(tok, "action", "preview"))
+		status, body := preview(t, ruleForm(tok, "action", "preview"))
 		if status != http.StatusOK {
 			t.Fatalf("preview: %d\n%s", status, body)
 		}
 		for _, want := range []string{`<svg viewBox="0 0 720 240"`, `<polyline points="`, `stroke="#b3261e" stroke-dasharray="6 4"`, `stroke="#1e6b34" stroke-dasharray="2 3"`,
-			`on &gt; 80 for 1s`, `off &lt; 60 for 1s`, `1 fired, 1 recovered, 2 transitions`, `<circle cx=`, `turn_on at 90`, `turn_off at 40`, `<title>no data</title>`} {
+			`on &gt; 80 for 1s`, `off &lt; 60 for 1s`, `1 fired, 1 recovered, 2 transitions`, `<circle cx=`, `turn_on at 90`, `turn_off at 40`, `id="chart-from">The metric has data since`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("the preview lacks %q", want)
 			}

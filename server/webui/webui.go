@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -322,23 +323,84 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"actions": func() []audit.Action { return audit.Actions },
-	"targetURL": func(target string) string {
-		if rest, ok := strings.CutPrefix(target, "switch/"); ok {
-			if app, name, ok := strings.Cut(rest, "/"); ok {
-				return switchURL(app, name)
-			}
-		}
-		if rest, ok := strings.CutPrefix(target, "limit/"); ok {
-			if app, res, ok := strings.Cut(rest, "/"); ok {
-				return limitURL(app, res)
-			}
-		}
-		return ""
-	},
+	"actions":   func() []audit.Action { return audit.Actions },
+	"targetURL": targetURL,
+	"count":     count,
+	"linkPath":  linkPath,
+	"isTime":    isTime,
+	"lastRead":  lastRead,
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
+}
+
+// targetURL is the page of an audit or finding target: a switch, a limit
+// rule, an auto-trigger rule, a staged rollout ("rollout/<app>/<switch>#<id>"), a drill
+// ("drill/<app>/<name>") or one of its runs ("…#<number>"); "" when the
+// console has no page for it.
+func targetURL(target string) string {
+	kind, rest, _ := strings.Cut(target, "/")
+	app, rest, ok := strings.Cut(rest, "/")
+	if !ok || app == "" || rest == "" {
+		return ""
+	}
+	name, num, numbered := strings.Cut(rest, "#")
+	switch kind {
+	case "switch":
+		return switchURL(app, rest)
+	case "limit":
+		return limitURL(app, rest)
+	case "trigger":
+		return triggerURL(app, rest)
+	case "rollout":
+		if id, err := strconv.ParseInt(num, 10, 64); numbered && err == nil {
+			return rolloutURL(app, id)
+		}
+	case "drill":
+		if n, err := strconv.ParseInt(num, 10, 64); numbered && err == nil {
+			return runURL(app, name, n)
+		}
+		return drillURL(app, name)
+	}
+	return ""
+}
+
+// linkPath shows text such as a finding's detail ("report: /ui/apps/…")
+// with a console path at its end as a link to it.
+func linkPath(text string) template.HTML {
+	i := strings.LastIndex(text, " "+Prefix+"/")
+	if i < 0 || strings.ContainsAny(text[i+1:], " \"'<>") {
+		return template.HTML(template.HTMLEscapeString(text))
+	}
+	p := template.HTMLEscapeString(text[i+1:])
+	return template.HTML(template.HTMLEscapeString(text[:i+1]) + `<a href="` + p + `">` + p + `</a>`)
+}
+
+// lastRead says when a switch was last read, as precisely as SDKs report
+// it: a read moves the reported time only once it advanced by
+// wire.ReadGranularity, so a recent one is "within the last 5 min".
+func lastRead(t any) string {
+	tm, ok := timeOf(t)
+	switch {
+	case !ok:
+		return "—"
+	case time.Since(tm) < wire.ReadGranularity:
+		return fmt.Sprintf("within the last %d min", int(wire.ReadGranularity.Minutes()))
+	}
+	return human(time.Since(tm)) + " ago"
+}
+
+// count writes "1 live instance", "2 live instances", "3 switches"; n is
+// any integer a page holds.
+func count(n any, what string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
+		return "1 " + what
+	}
+	if strings.HasSuffix(what, "ch") || strings.HasSuffix(what, "sh") || strings.HasSuffix(what, "s") || strings.HasSuffix(what, "x") {
+		return s + " " + what + "es"
+	}
+	return s + " " + what + "s"
 }
 
 // stampLayout is how pages show a point in time.
