@@ -49,7 +49,8 @@ fuzz:
 bench:
 	$(GO) test ./sdk -run '^$$' -bench . -benchmem
 	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
-	$(GO) test ./server/... -run '^$$' -bench Flip
+	$(GO) test ./server/... -run '^$$' -bench 'Flip$$'
+	$(GO) test ./server/console -run '^$$' -bench FlipUnderJobs -benchtime 500x
 	$(GO) test ./server/fleet -run '^$$' -bench Scale -benchtime 1x
 
 # SOAK is the soak run's length; SWITCHYARD_SOAK_INSTANCES (10000),

@@ -1,6 +1,9 @@
 package console
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-io/switchyard/server/api"
@@ -37,8 +40,12 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	var triggers *trigger.Service // built below; a run's report lists the rules it held
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
-		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress, Keys: c.Keys})
+		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress, Keys: c.Keys,
+		HeldRules: func(ctx context.Context, cause string, since time.Time) ([]string, error) {
+			return triggers.HeldBy(ctx, cause, since)
+		}})
 	if err := c.addJobs(drills.Job()); err != nil {
 		return ad, wd, err
 	}
@@ -64,8 +71,9 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	wd.Expiry, wd.Channels = exp, channels
 
 	// Auto-triggers: one leader job evaluates every rule; a person's change
-	// to a switch pauses its rules.
-	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Logger: c.log})
+	// to a switch pauses its rules; a rule reading the fleet signals of a
+	// drilled app holds while the drill runs.
+	triggers = trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Drills: drills, Logger: c.log})
 	if err := c.addJobs(triggers.Job()); err != nil {
 		return ad, wd, err
 	}

@@ -48,7 +48,7 @@ type drillTarget struct {
 
 // startDrillTarget starts n instances of app of the given kind on the
 // env's etcd, reporting every second, and sends each a request every 20 ms.
-func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarget {
+func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarget {
 	t.Helper()
 	dt := &drillTarget{app: app, release: make(chan struct{})}
 	for i := range n {
@@ -137,7 +137,7 @@ func steadyLeader(c *console.Config) { c.ElectionTTL = 5 * time.Second }
 
 // seedDrill creates switch recommend (L1) of app and drill "reco" on it
 // probing url, with extra JSON members for the drill.
-func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
+func seedDrill(t testing.TB, c *console.Console, app, url, extra string) {
 	t.Helper()
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
 		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
@@ -147,7 +147,7 @@ func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
 }
 
 // waitInstances waits until the console's fleet model sees n instances of app.
-func waitInstances(t *testing.T, c *console.Console, app string, n int) {
+func waitInstances(t testing.TB, c *console.Console, app string, n int) {
 	t.Helper()
 	eventually(t, 15*time.Second, fmt.Sprintf("%d instances of %s", n, app), func() bool {
 		return c.Fleet.Synced() && len(c.Fleet.Instances(app)) == n
@@ -416,7 +416,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 }
 
 // db opens the env's database directly (closed when the test ends).
-func (e *env) db(t *testing.T) *gorm.DB {
+func (e *env) db(t testing.TB) *gorm.DB {
 	t.Helper()
 	if e.gdb == nil {
 		e.gdb = servertest.OpenDB(t, e.pgURL, "")

@@ -100,7 +100,7 @@ func TestTriggerBadInput(t *testing.T) {
 		{"threshold missing", c, "POST", tr, adminToken, rule(`"trigger":{"op":">"},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", "required"},
 		{"threshold as a string", c, "POST", tr, adminToken, rule(`"trigger":{"op":">","threshold":"80"},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", ""},
 		{"threshold out of range", c, "POST", tr, adminToken, rule(`"trigger":{"op":">","threshold":1e999},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", ""},
-		{"bad missing_data", c, "POST", tr, adminToken, rule(good + `,"missing_data":"zero"`), 400, "missing_data", ""},
+		{"bad on_no_data", c, "POST", tr, adminToken, rule(good + `,"on_no_data":"zero"`), 400, "on_no_data", ""},
 		{"bad mode", c, "POST", tr, adminToken, rule(good + `,"mode":"shadow"`), 400, "mode", ""},
 		{"rollout 0", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":0}`), 400, "rollout.percent", ""},
 		{"rollout 101", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":101}`), 400, "rollout.percent", ""},

@@ -42,8 +42,11 @@ const (
 // the job saw at each phase, so a new leader can finish or end the run and
 // the report shows why each verdict is what it is.
 type Progress struct {
-	Preflight     []Check `json:"preflight,omitempty"`
-	SwitchVersion int64   `json:"switch_version,omitempty"`
+	Preflight []Check `json:"preflight,omitempty"`
+	// HeldRules are the auto-trigger rules (app/name) that held their
+	// evaluation while the run degraded their app's fleet signals.
+	HeldRules     []string `json:"held_rules,omitempty"`
+	SwitchVersion int64    `json:"switch_version,omitempty"`
 	// Baseline are the probe rounds against the undegraded path.
 	Baseline []ProbeRound `json:"baseline_probes,omitempty"`
 

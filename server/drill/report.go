@@ -49,6 +49,9 @@ func (r *Run) Markdown(full bool) string {
 	if p.LeaseTTLSeconds > 0 {
 		w("- Override: etcd revision %d, lease TTL %d s; removed at revision %d\n", p.OverrideRevision, p.LeaseTTLSeconds, p.RevertRevision)
 	}
+	if len(p.HeldRules) > 0 {
+		w("- Auto-triggers held while it ran: `%s`\n", strings.Join(p.HeldRules, "`, `"))
+	}
 	if len(p.Preflight) > 0 {
 		w("\n## Preflight\n\n")
 		for _, c := range p.Preflight {

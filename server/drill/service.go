@@ -35,13 +35,38 @@ type Config struct {
 	// 10s): a console that dies mid-run leaves an override that etcd
 	// deletes within it.
 	LeaseTTL time.Duration
-	Logger   *slog.Logger
 	// Keys seal the probes' header values at rest, in the drill and in
 	// every run's copy of its spec (nil: stored as given).
 	Keys *seal.Keyring
 	// Egress guards the probes: every connection is checked where it is
 	// dialled (nil: egress.Strict, no allowlist).
 	Egress *egress.Guard
+	// HeldRules lists the auto-trigger rules that run cause held since
+	// it started (trigger.Service.HeldBy), for its report; nil: none.
+	HeldRules func(ctx context.Context, cause string, since time.Time) ([]string, error)
+	Logger    *slog.Logger
+}
+
+// SignalsSettle is how long after a run ends its app's fleet signals
+// still show it: a rate spans the instances' last two reports.
+const SignalsSettle = 30 * time.Second
+
+// Running maps each app with a run whose override is or was in place
+// within SignalsSettle to the run's cause (for trigger.Drills: rules
+// reading the app's fleet signals hold meanwhile).
+func (s *Service) Running(ctx context.Context) (map[string]string, error) {
+	var runs []Run
+	settled := s.cfg.Service.Now().Add(-SignalsSettle)
+	err := s.db.WithContext(ctx).Where("started_at IS NOT NULL AND dry_run = ? AND (finished_at IS NULL OR finished_at > ?)", false, settled).
+		Order("id").Find(&runs).Error
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	out := make(map[string]string, len(runs))
+	for i := range runs {
+		out[runs[i].App] = runs[i].Cause()
+	}
+	return out, nil
 }
 
 // DefaultLeaseTTL is the default Config.LeaseTTL.

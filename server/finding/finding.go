@@ -33,6 +33,9 @@ const (
 	DrillFailed    Kind = "drill_failed"    // a drill's verdict failed
 	RolloutPaused  Kind = "rollout_paused"  // a staged rollout paused by a gate or a person
 	TriggerHandoff Kind = "trigger_handoff" // an auto-trigger hit max_on and handed the switch to a person
+	// TriggerOverridden: another automation changed a switch against
+	// what its auto-trigger held; the rule locked.
+	TriggerOverridden Kind = "trigger_overridden"
 )
 
 // Severities.

@@ -95,7 +95,7 @@ func (s *Service) Preview(ctx context.Context, a server.Actor, app string, in Pr
 		return nil, fmt.Errorf("%w: at most %d previews a minute; try again in %s", server.ErrRateLimited, PreviewsPerMinute, d.RetryAfter.Round(time.Second)+time.Second)
 	}
 	var v server.FieldErrors
-	r, err := build(app, in.Rule, s.check(ctx, app))
+	r, err := build(app, in.Rule, s.check(ctx, app, probe{}))
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
 		for _, fe := range ve.Fields {

@@ -115,7 +115,7 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 	if v == nil {
 		return map[string]string{
 			"switch": sw, "source": "prometheus", "trigger.op": ">", "recover.op": "<", "trigger.for": "30s", "recover.for": "5m",
-			"cooldown": server.ShortDuration(trigger.DefaultCooldown), "missing_data": trigger.DefaultMissingData, "mode": trigger.ModeEnforce,
+			"cooldown": server.ShortDuration(trigger.DefaultCooldown), "on_no_data": trigger.DefaultOnNoData, "on_error": trigger.DefaultOnError, "mode": trigger.ModeEnforce,
 			"flap.max_transitions": strconv.Itoa(trigger.DefaultFlapMax), "flap.window": server.ShortDuration(trigger.DefaultFlapWindow), "range": "6h",
 		}
 	}
@@ -123,7 +123,7 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 		"name": v.Name, "switch": v.Switch, "description": v.Description, "source": v.Source, "query": v.Query,
 		"trigger.op": string(v.Trigger.Op), "trigger.threshold": num(v.Trigger.Threshold), "trigger.for": shortFor(v.Trigger.For),
 		"recover.op": string(v.Recover.Op), "recover.threshold": num(v.Recover.Threshold), "recover.for": shortFor(v.Recover.For),
-		"cooldown": shortFor(v.Cooldown), "max_on": shortFor(v.MaxOn), "missing_data": v.MissingData, "mode": v.Mode,
+		"cooldown": shortFor(v.Cooldown), "max_on": shortFor(v.MaxOn), "on_no_data": v.OnNoData, "on_error": v.OnError, "mode": v.Mode,
 		"flap.max_transitions": strconv.Itoa(v.Flap.MaxTransitions), "flap.window": shortFor(v.Flap.Window),
 		"version": strconv.FormatInt(v.Version, 10), "range": "6h",
 	}
@@ -158,7 +158,7 @@ func ruleInput(fp *formParser, app string) trigger.Input {
 		Name: fp.str("name"), Switch: fp.str("switch"), Description: fp.str("description"), Source: fp.str("source"), Query: fp.str("query"),
 		Trigger:  trigger.CondInput{Op: trigger.Op(fp.str("trigger.op")), Threshold: optFloat(fp, "trigger.threshold"), For: fp.str("trigger.for")},
 		Recover:  trigger.CondInput{Op: trigger.Op(fp.str("recover.op")), Threshold: optFloat(fp, "recover.threshold"), For: fp.str("recover.for")},
-		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), MissingData: fp.str("missing_data"), Mode: fp.str("mode"),
+		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), OnNoData: fp.str("on_no_data"), OnError: fp.str("on_error"), Mode: fp.str("mode"),
 		ConfirmRecovery: fp.str("confirm_recovery") == "on", Reason: fp.str("reason"),
 		Flap: &trigger.FlapInput{MaxTransitions: fp.int("flap.max_transitions"), Window: fp.str("flap.window")},
 	}
@@ -460,7 +460,7 @@ func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Inpu
 func patchFields(in trigger.Input) ([]byte, error) {
 	m := map[string]any{
 		"description": in.Description, "source": in.Source, "query": in.Query, "trigger": in.Trigger, "recover": in.Recover,
-		"cooldown": in.Cooldown, "max_on": in.MaxOn, "missing_data": in.MissingData, "confirm_recovery": in.ConfirmRecovery,
+		"cooldown": in.Cooldown, "max_on": in.MaxOn, "on_no_data": in.OnNoData, "on_error": in.OnError, "confirm_recovery": in.ConfirmRecovery,
 		"flap": in.Flap, "rollout": in.Rollout, "mode": in.Mode,
 	}
 	return json.Marshal(m)
