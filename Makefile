@@ -3,7 +3,7 @@ GO ?= go
 SWITCHYARD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export SWITCHYARD_TEST_DATABASE_URL
 
-.PHONY: run test verify fix bench fuzz compose-config screenshots
+.PHONY: run test verify fix bench fuzz compose-config screenshots soak
 
 ## run: start the console on its embedded defaults (etcd + SQLite in ./data)
 run:
@@ -49,8 +49,16 @@ fuzz:
 bench:
 	$(GO) test ./sdk -run '^$$' -bench . -benchmem
 	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
-	$(GO) test ./server/... -run '^$$' -bench Flip
+	$(GO) test ./server/... -run '^$$' -bench 'Flip$$'
+	$(GO) test ./server/console -run '^$$' -bench FlipUnderJobs -benchtime 500x
 	$(GO) test ./server/fleet -run '^$$' -bench Scale -benchtime 1x
+
+# SOAK is the soak run's length; SWITCHYARD_SOAK_INSTANCES (10000),
+# SWITCHYARD_SOAK_OPERATORS (100) and SWITCHYARD_SOAK_STREAMS (50) size it.
+SOAK ?= 10m
+## soak: the production-shaped soak run docs/production.md sizes from (3 consoles, a 3-member etcd, a simulated fleet)
+soak:
+	SWITCHYARD_SOAK=$(SOAK) $(GO) test ./server/console -run '^TestSoak$$' -count=1 -timeout 60m -v
 
 ## screenshots: regenerate docs/screenshots/*.png from a seeded console in headless Chromium
 screenshots:

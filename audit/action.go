@@ -63,6 +63,9 @@ const (
 	TriggerConfirm    Action = "trigger.confirm"
 	TriggerTransition Action = "trigger.transition"
 	TriggerLock       Action = "trigger.lock"
+	// TriggerHold: a drill of the app whose fleet signals the rule reads
+	// began; the rule holds its evaluation until the drill ends.
+	TriggerHold Action = "trigger.hold"
 )
 
 // Actions on drills and their runs.
@@ -82,6 +85,8 @@ const (
 	ChannelCreate Action = "channel.create"
 	ChannelUpdate Action = "channel.update"
 	ChannelDelete Action = "channel.delete"
+	// ChannelTest is an admin's test send to a channel.
+	ChannelTest Action = "channel.test"
 )
 
 // RetentionPrune is the leader's deletion of history older than the
@@ -99,9 +104,9 @@ var Actions = []Action{
 	UserCreate, UserUpdate, UserPassword, TokenCreate, TokenRevoke,
 	SwitchRenew,
 	RolloutCreate, RolloutPause, RolloutResume, RolloutAbort, RolloutAdvance, RolloutDone, RolloutRevert,
-	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock,
+	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
-	ChannelCreate, ChannelUpdate, ChannelDelete,
+	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
 	RetentionPrune,
 	Drift,
 }

@@ -57,10 +57,12 @@ type Client struct {
 	readyOnce sync.Once
 	startedAt time.Time
 
-	etcd   *clientv3.Client
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	etcd *clientv3.Client
+	// hasEtcd is set once etcd is set (at New, or later by connect).
+	hasEtcd atomic.Bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 
 	disk diskWriter
 
@@ -155,7 +157,7 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 		c.log.Info("no etcd endpoints: running offline from snapshot, environment and defaults")
 		return c, nil
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	ecfg := clientv3.Config{
 		Endpoints:            cfg.Endpoints,
 		DialTimeout:          cfg.DialTimeout,
 		DialKeepAliveTime:    30 * time.Second,
@@ -168,7 +170,22 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxBackoff / 5},
 			MinConnectTimeout: cfg.DialTimeout,
 		})},
-	})
+	}
+	if err := cfg.Security.Apply(&ecfg); err != nil {
+		c.cancel()
+		if c.metrics != nil {
+			cfg.Registerer.Unregister(c.metrics)
+		}
+		return nil, fmt.Errorf("sdk: etcd client: %w", err)
+	}
+	if ecfg.Username != "" {
+		// With a user name, etcd's client authenticates inside New and
+		// fails there when etcd is away: connect in the background instead.
+		c.wg.Add(1)
+		go c.connect(ecfg, wrap)
+		return c, nil
+	}
+	cli, err := clientv3.New(ecfg)
 	if err != nil {
 		c.cancel()
 		if c.metrics != nil {
@@ -176,15 +193,50 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 		}
 		return nil, fmt.Errorf("sdk: etcd client: %w", err)
 	}
+	c.start(cli, wrap)
+	return c, nil
+}
+
+// start runs the background work on the connected etcd client cli.
+func (c *Client) start(cli *clientv3.Client, wrap func(*clientv3.Client)) {
 	if wrap != nil {
 		wrap(cli)
 	}
 	c.etcd = cli
+	c.hasEtcd.Store(true)
 	c.wg.Add(3)
 	go c.watchConn()
 	go c.run()
 	go c.registry()
-	return c, nil
+}
+
+// connect makes the etcd client of an authenticating SDK, retrying with
+// backoff until etcd answers or the client closes; meanwhile the client
+// serves its snapshot, environment and defaults.
+func (c *Client) connect(ecfg clientv3.Config, wrap func(*clientv3.Client)) {
+	defer c.wg.Done()
+	ecfg.Context = c.ctx
+	wait := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		cli, err := clientv3.New(ecfg)
+		if err == nil {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.ctx.Err() != nil {
+				cli.Close()
+				return
+			}
+			c.start(cli, wrap)
+			return
+		}
+		c.log.Warn("etcd: cannot connect and authenticate yet; serving the last known state", "err", err, "attempt", attempt)
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxBackoff)
+	}
 }
 
 // Close stops watching, deregisters the instance, writes a final disk

@@ -45,8 +45,14 @@ type Config struct {
 	// DialTimeout bounds connecting and each list or registry call.
 	// Default 5s.
 	DialTimeout time.Duration
-	// TLS is the client TLS configuration for etcd. Default nil: plain text.
+	// TLS is the client TLS configuration for etcd. Default nil: plain
+	// text, unless Security names TLS files (then both may not be set).
 	TLS *tls.Config
+	// Security is TLS from files and etcd's user name and password; with
+	// auth on, a user of the role `console etcd init-auth` makes for SDKs
+	// (read switches, limits and overrides; write instance keys) is all
+	// the SDK needs. Default none.
+	Security EtcdSecurity
 	// LeaseTTL is the instance registry lease TTL. Default 10s.
 	LeaseTTL time.Duration
 	// ReportInterval is how often, at most, the instance reports its fleet
@@ -114,6 +120,12 @@ func (c Config) Validate() error {
 		if ep == "" {
 			return errors.New("sdk: config: endpoints: empty endpoint")
 		}
+	}
+	if err := c.Security.Validate(); err != nil {
+		return fmt.Errorf("sdk: config: %w", err)
+	}
+	if c.TLS != nil && c.Security.TLSEnabled() {
+		return errors.New("sdk: config: TLS and Security's TLS files: give one")
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return errors.New("sdk: config: lease_ttl must be at least 2s")

@@ -464,7 +464,7 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 		l.cur.Store(nil)
 		return
 	}
-	if pub.Scope == wire.ScopeCluster && !e.watching && e.c.etcd != nil {
+	if pub.Scope == wire.ScopeCluster && !e.watching && e.c.hasEtcd.Load() {
 		e.watching = e.c.background(e.watchPeers)
 	}
 	rule := ClusterShare(pub, int(e.peers.Load()))

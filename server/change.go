@@ -114,7 +114,7 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	if err := appendEvent(tx, ev); err != nil {
 		return nil, err
 	}
-	if err := s.tellAutomation(tx, c); err != nil {
+	if err := s.tellAutomation(tx, c, changesBehaviour(before, after)); err != nil {
 		return nil, err
 	}
 	if c.Publish == (entityKey{}) {
@@ -221,6 +221,23 @@ type PersonChange struct {
 	Action    audit.Action
 	Reason    string
 	At        time.Time
+	// Behaviour says the change altered what the switch does: its state,
+	// rollout, level, fallback or staleness, or it was created or
+	// deleted. A renewal and a metadata-only edit (owner, description,
+	// runbook, expiry policy) do not, and pause no automation.
+	Behaviour bool
+}
+
+// changesBehaviour reports whether a switch change from before to after
+// (SwitchViews, nil when absent) alters what the SDKs do.
+func changesBehaviour(before, after any) bool {
+	b, okB := before.(SwitchView)
+	a, okA := after.(SwitchView)
+	if !okB || !okA {
+		return true
+	}
+	return b.Level != a.Level || b.State != a.State || b.Rollout != a.Rollout ||
+		string(b.Fallback) != string(a.Fallback) || b.MaxStaleness != a.MaxStaleness
 }
 
 // OnPersonChange registers fn to run inside the transaction of every change
@@ -234,12 +251,12 @@ func (s *Service) OnPersonChange(fn func(j *JobTx, c PersonChange) error) {
 }
 
 // tellAutomation runs the OnPersonChange hooks for a change inside tx.
-func (s *Service) tellAutomation(tx *gorm.DB, c change) error {
+func (s *Service) tellAutomation(tx *gorm.DB, c change, behaviour bool) error {
 	if c.Publish.kind != outboxSwitch || !c.Actor.Person() || len(s.personChanged) == 0 {
 		return nil
 	}
 	j := &JobTx{s: s, tx: tx}
-	pc := PersonChange{App: c.Publish.app, Name: c.Publish.name, Actor: c.Actor, Action: c.Action, Reason: strings.TrimSpace(c.Reason), At: s.now()}
+	pc := PersonChange{App: c.Publish.app, Name: c.Publish.name, Actor: c.Actor, Action: c.Action, Reason: strings.TrimSpace(c.Reason), At: s.now(), Behaviour: behaviour}
 	for _, fn := range s.personChanged {
 		if err := fn(j, pc); err != nil {
 			return err

@@ -18,6 +18,8 @@ var (
 	// ErrEtcdUnavailable: what was asked is read from etcd, which did not
 	// answer.
 	ErrEtcdUnavailable = errors.New("server: etcd unavailable")
+	// ErrRateLimited: the caller asked too often; try again later.
+	ErrRateLimited = errors.New("server: too many requests")
 )
 
 // ExistsError is ErrAlreadyExists for a create whose name is taken; Field

@@ -99,14 +99,62 @@ func (s *Service) CurrentTerm(ctx context.Context) (rev int64, holder string, er
 // twice, whichever leader runs it. A deposed leader's transaction fails
 // with ErrNotLeader.
 func (s *Service) InTerm(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	return s.inTerm(ctx, t, fn, true)
+}
+
+// InTermLazyAudit is InTerm for a step that usually writes only its own
+// state (a trigger rule's evaluation, a plan waiting for its fleet): fn
+// runs without the audit chain's lock, so such saves never queue behind
+// people's changes. When fn records an audited change, its transaction is
+// rolled back and fn runs again with the lock taken first (audit.Lock
+// must come before any row lock). fn must read everything it decides on
+// through j, so that running it twice is running it once.
+func (s *Service) InTermLazyAudit(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	rc, err := s.InTermStateOnly(ctx, t, fn)
+	if errors.Is(err, ErrNeedsAudit) {
+		return s.inTerm(ctx, t, fn, true)
+	}
+	return rc, err
+}
+
+// InTermStateOnly is InTerm for a step that must record no audited
+// change: it runs without the audit chain's lock, and fails with
+// ErrNeedsAudit (writing nothing) when fn reaches one.
+func (s *Service) InTermStateOnly(ctx context.Context, t Term, fn func(j *JobTx) error) ([]Receipt, error) {
+	return s.inTerm(ctx, t, fn, false)
+}
+
+// stateOnly marks a job transaction that appends nothing to the audit
+// log: on Postgres it commits without waiting for its WAL flush
+// (synchronous_commit off, for this transaction only), so a job's
+// bookkeeping does not compete with people's changes for the disk. A
+// database crash may lose the last fraction of a second of it — a rule's
+// last evaluation, a plan's last note — which the next step writes again;
+// never an audited change, whose transaction waits for its flush.
+func stateOnly(tx *gorm.DB) error {
+	if tx.Dialector.Name() != "postgres" {
+		return nil
+	}
+	return tx.Exec("SET LOCAL synchronous_commit = off").Error
+}
+
+// ErrNeedsAudit stops a state-only job transaction (InTermStateOnly,
+// the first run of InTermLazyAudit) at its first audited change.
+var ErrNeedsAudit = errors.New("server: the step records an audited change; run it again under the audit lock")
+
+func (s *Service) inTerm(ctx context.Context, t Term, fn func(j *JobTx) error, lock bool) ([]Receipt, error) {
 	var obs []*outboxRow
 	err := s.tx(ctx, func(tx *gorm.DB) error {
 		// A step may write its own rows before an audited change: the
 		// audit chain's lock comes first (see audit.Lock).
-		if err := audit.Lock(tx); err != nil {
+		if lock {
+			if err := audit.Lock(tx); err != nil {
+				return err
+			}
+		} else if err := stateOnly(tx); err != nil {
 			return err
 		}
-		j := &JobTx{s: s, tx: tx, term: t}
+		j := &JobTx{s: s, tx: tx, term: t, unlocked: !lock}
 		if err := fn(j); err != nil {
 			return err
 		}
@@ -139,6 +187,9 @@ type JobTx struct {
 	tx   *gorm.DB
 	term Term
 	obs  []*outboxRow
+	// unlocked: the transaction runs without the audit chain's lock and
+	// may record no audited change (InTermLazyAudit).
+	unlocked bool
 }
 
 // DB is the transaction, for the job's own tables.
@@ -188,6 +239,9 @@ func (j *JobTx) Switch(app, name string) (*Switch, error) {
 
 // record applies a change inside the job's transaction.
 func (j *JobTx) record(c change) error {
+	if j.unlocked {
+		return ErrNeedsAudit
+	}
 	ob, err := j.s.record(j.tx, c)
 	if ob != nil {
 		j.obs = append(j.obs, ob)

@@ -227,3 +227,107 @@ func TestNoDeadlockBetweenJobAndPerson(t *testing.T) {
 		t.Fatalf("the job's step: %v", err)
 	}
 }
+
+// TestStateSavesSkipAuditLock: while a person's change holds the audit
+// chain's lock, a job step that saves only its own state commits
+// (InTermLazyAudit); a lazy step that makes an audited change runs again
+// under the lock once it is free, and commits once.
+func TestStateSavesSkipAuditLock(t *testing.T) {
+	svc := NewService(openDB(t, pgtest.NewDatabase(t)), nil)
+	ctx := context.Background()
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "reco", Level: wire.L3, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	locked, release, holder := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		holder <- svc.DB().Transaction(func(tx *gorm.DB) error {
+			if err := audit.Lock(tx); err != nil {
+				return err
+			}
+			close(locked)
+			<-release
+			return nil
+		})
+	}()
+	<-locked
+	if _, err := svc.InTermLazyAudit(ctx, Term{}, func(j *JobTx) error { return j.SaveState("rule", stepState{Step: 1}) }); err != nil {
+		close(release)
+		t.Fatalf("a state-only save while the audit lock is held: %v", err)
+	}
+	runs := 0
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.InTermLazyAudit(ctx, Term{}, func(j *JobTx) error {
+			runs++
+			if err := j.SaveState("rule", stepState{Step: 2}); err != nil {
+				return err
+			}
+			_, err := j.TurnOn(JobActor(audit.ActorTrigger, "trigger/checkout/x"), "checkout", "reco", Toggle{Reason: "fired"})
+			return err
+		})
+		done <- err
+	}()
+	close(release)
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil || runs != 2 {
+		t.Fatalf("the lazy step with an audited change: %v after %d runs, want nil after 2", err, runs)
+	}
+	if sw, _ := svc.GetSwitch(ctx, "checkout", "reco"); sw.State != wire.StateOn || sw.Version != 2 {
+		t.Fatalf("switch %s v%d after one turn-on", sw.State, sw.Version)
+	}
+	if res, err := svc.VerifyAudit(ctx); err != nil || !res.OK() || count(t, svc.DB(), "audit_events") != 2 {
+		t.Fatalf("audit chain %+v %v, %d events", res, err, count(t, svc.DB(), "audit_events"))
+	}
+}
+
+// TestPersonChangeBehaviour: renewals and metadata-only edits tell the
+// automation that nothing the SDKs do changed; state, rollout, level and
+// fallback changes say it did.
+func TestPersonChangeBehaviour(t *testing.T) {
+	svc := NewService(openDB(t, ""), nil)
+	ctx := context.Background()
+	var got []bool
+	svc.OnPersonChange(func(_ *JobTx, c PersonChange) error { got = append(got, c.Behaviour); return nil })
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "reco", Level: wire.L3, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	owner, desc, policy, level := "team", "shed the recommender", ExpiryAutoOff, wire.L4
+	steps := []struct {
+		what string
+		do   func() error
+		want bool
+	}{
+		{"turn on", func() error { _, _, err := svc.TurnOn(ctx, admin, "checkout", "reco", Toggle{Reason: "x"}); return err }, true},
+		{"renew", func() error {
+			_, _, err := svc.RenewSwitch(ctx, admin, "checkout", "reco", Change{Reason: "x"})
+			return err
+		}, false},
+		{"owner, description, expiry policy", func() error {
+			_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "reco", SwitchPatch{Reason: "x", Owner: &owner, Description: &desc, ExpiryPolicy: &policy})
+			return err
+		}, false},
+		{"rollout", func() error {
+			_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "reco", SwitchPatch{Reason: "x", Rollout: &wire.Rollout{Percent: 50}})
+			return err
+		}, true},
+		{"level", func() error {
+			_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "reco", SwitchPatch{Reason: "x", Level: &level})
+			return err
+		}, true},
+		{"turn off", func() error {
+			_, _, err := svc.TurnOff(ctx, admin, "checkout", "reco", Toggle{Reason: "x"})
+			return err
+		}, true},
+	}
+	for _, s := range steps {
+		got = got[:0]
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.what, err)
+		}
+		if len(got) != 1 || got[0] != s.want {
+			t.Fatalf("%s: the hook saw behaviour %v, want [%v]", s.what, got, s.want)
+		}
+	}
+}

@@ -36,10 +36,14 @@ func TestParseConfig(t *testing.T) {
 		"SWITCHYARD_AGENT_SNAPSHOT_DIR":    "/var/lib/switchyard",
 		"SWITCHYARD_AGENT_OFREP_RATE":      "50",
 		"SWITCHYARD_AGENT_REPORT_INTERVAL": "2s",
+		"SWITCHYARD_AGENT_ETCD_CA_FILE":    "/etc/etcd/ca.pem",
+		"SWITCHYARD_AGENT_ETCD_USERNAME":   "switchyard-sdk-prod",
+		"SWITCHYARD_AGENT_ETCD_PASSWORD":   "from-the-environment",
 		// The console's own variables do not move the agent.
-		"SWITCHYARD_LISTEN":       "127.0.0.1:1",
-		"SWITCHYARD_APP":          "other",
-		"SWITCHYARD_SNAPSHOT_DIR": "/elsewhere",
+		"SWITCHYARD_ETCD_USERNAME": "switchyard-console-prod",
+		"SWITCHYARD_LISTEN":        "127.0.0.1:1",
+		"SWITCHYARD_APP":           "other",
+		"SWITCHYARD_SNAPSHOT_DIR":  "/elsewhere",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +51,8 @@ func TestParseConfig(t *testing.T) {
 	want := []string{"http://a:2379", "http://b:2379"}
 	if cfg.App != "checkout" || cfg.Namespace != "prod" || cfg.Listen != "127.0.0.1:9999" || cfg.InstanceID != "pod-7" ||
 		!reflect.DeepEqual(cfg.EtcdEndpoints, want) || !reflect.DeepEqual(cfg.Labels, map[string]string{"zone": "b"}) ||
-		cfg.SnapshotDir != "/var/lib/switchyard" || cfg.OFREPOn() || cfg.OFREPRate != 50 || cfg.ReportInterval != 2*time.Second {
+		cfg.SnapshotDir != "/var/lib/switchyard" || cfg.OFREPOn() || cfg.OFREPRate != 50 || cfg.ReportInterval != 2*time.Second ||
+		cfg.Etcd.CAFile != "/etc/etcd/ca.pem" || cfg.Etcd.Username != "switchyard-sdk-prod" || cfg.Etcd.Password != "from-the-environment" {
 		t.Errorf("cfg = %+v", cfg)
 	}
 }
@@ -69,6 +74,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{[]string{"--app", "x", "--labels", "zone=a,zone=b"}, nil, `"zone" given twice`},
 		{[]string{"--app", "x", "--shutdown-timeout", "0s"}, nil, "--shutdown-timeout"},
 		{[]string{"--app", "x", "extra"}, nil, "unexpected arguments"},
+		{[]string{"--app", "x", "--etcd-username", "u"}, nil, "without a password"},
+		{[]string{"--app", "x", "--etcd-cert-file", "c.pem"}, nil, "cert file and key file"},
 		{[]string{"--bogus"}, nil, "bogus"},
 		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_AGENT_LABELS": "=a"}, "SWITCHYARD_AGENT_LABELS"},
 		{[]string{"--app", "x"}, map[string]string{"SWITCHYARD_AGENT_SHUTDOWN_TIMEOUT": "soon"}, "SWITCHYARD_AGENT_SHUTDOWN_TIMEOUT"},

@@ -7,6 +7,8 @@
 //	console audit export --format jsonl|csv  write the audit log to stdout
 //	console audit witness --url … --state FILE --key PUBKEY
 //	                                         check the log's latest checkpoint from outside
+//	console etcd init-auth                   create etcd roles and users, enable auth
+//	console secrets rotate                   seal every secret under the key file's first key
 package main
 
 import (
@@ -48,6 +50,12 @@ func run(args []string, stdout io.Writer) error {
 	}
 	if len(args) > 0 && args[0] == "audit" {
 		return auditCommand(cfg, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "secrets" {
+		return console.SecretsCommand(context.Background(), cfg, args[1:], stdout)
+	}
+	if len(args) > 0 && args[0] == "etcd" {
+		return console.EtcdCommand(context.Background(), cfg, os.Getenv, args[1:], stdout)
 	}
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned as one line; usage only on -h
@@ -94,6 +102,8 @@ func writeUsage(w io.Writer, fs *flag.FlagSet, cfg console.Config) {
   console audit verify [flags]      verify the audit log's hash chain
   console audit export [flags]      write the audit log to stdout (--format jsonl|csv)
   console audit witness [flags]     check a console's latest audit checkpoint against the last one seen
+  console etcd init-auth [flags]    create the namespace's etcd roles and users, enable auth
+  console secrets rotate [flags]    seal every stored secret under the key file's first key
 
 With no flags the console embeds etcd and SQLite in ./data and listens on
 127.0.0.1:8080. Every flag has the SWITCHYARD_* environment variable named

@@ -36,6 +36,13 @@ type Config struct {
 	SnapshotDir     string            // --snapshot-dir; empty: no disk snapshot
 	ShutdownTimeout time.Duration     // --shutdown-timeout
 	ReportInterval  time.Duration     // --report-interval: how often, at most, fleet signals are reported
+	// Etcd is TLS to etcd and the agent's etcd user: --etcd-ca-file,
+	// --etcd-cert-file, --etcd-key-file, --etcd-server-name,
+	// --etcd-username, --etcd-password-file, and the password itself in
+	// SWITCHYARD_AGENT_ETCD_PASSWORD (environment only). The agent's own
+	// (SWITCHYARD_AGENT_ETCD_*): its credentials are not the console's.
+	// The SDK role of `console etcd init-auth` is all it needs.
+	Etcd sdk.EtcdSecurity
 }
 
 // settings maps each flag to its environment variable.
@@ -52,7 +59,17 @@ var settings = []struct{ flag, env string }{
 	{"snapshot-dir", "SWITCHYARD_AGENT_SNAPSHOT_DIR"},
 	{"shutdown-timeout", "SWITCHYARD_AGENT_SHUTDOWN_TIMEOUT"},
 	{"report-interval", "SWITCHYARD_AGENT_REPORT_INTERVAL"},
+	{"etcd-ca-file", "SWITCHYARD_AGENT_ETCD_CA_FILE"},
+	{"etcd-cert-file", "SWITCHYARD_AGENT_ETCD_CERT_FILE"},
+	{"etcd-key-file", "SWITCHYARD_AGENT_ETCD_KEY_FILE"},
+	{"etcd-server-name", "SWITCHYARD_AGENT_ETCD_SERVER_NAME"},
+	{"etcd-username", "SWITCHYARD_AGENT_ETCD_USERNAME"},
+	{"etcd-password-file", "SWITCHYARD_AGENT_ETCD_PASSWORD_FILE"},
 }
+
+// etcdPasswordEnv holds the agent's etcd password itself (no flag: a
+// secret never goes on a command line).
+const etcdPasswordEnv = "SWITCHYARD_AGENT_ETCD_PASSWORD"
 
 // setting is how an operator sets flag name: "--listen or SWITCHYARD_AGENT_LISTEN".
 func setting(name string) string {
@@ -111,6 +128,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.SnapshotDir, "snapshot-dir", c.SnapshotDir, `directory of the disk snapshot; --snapshot-dir="" keeps none`)
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "time allowed for in-flight requests at shutdown")
 	fs.DurationVar(&c.ReportInterval, "report-interval", c.ReportInterval, "how often, at most, the agent reports its fleet signals (the reads it served) to the console; at least 1s")
+	fs.StringVar(&c.Etcd.CAFile, "etcd-ca-file", c.Etcd.CAFile, "PEM file of the CA etcd's certificate is checked against (set: TLS to etcd)")
+	fs.StringVar(&c.Etcd.CertFile, "etcd-cert-file", c.Etcd.CertFile, "PEM client certificate file for etcd")
+	fs.StringVar(&c.Etcd.KeyFile, "etcd-key-file", c.Etcd.KeyFile, "PEM file of the client certificate's key")
+	fs.StringVar(&c.Etcd.ServerName, "etcd-server-name", c.Etcd.ServerName, "name etcd's certificate must carry, when not the endpoint's host")
+	fs.StringVar(&c.Etcd.Username, "etcd-username", c.Etcd.Username, "etcd user name (the SDK role of console etcd init-auth)")
+	fs.StringVar(&c.Etcd.PasswordFile, "etcd-password-file", c.Etcd.PasswordFile, "file holding the etcd user's password (or the password itself in "+etcdPasswordEnv+")")
 }
 
 // LoadEnv overrides fields from the environment (see settings).
@@ -134,6 +157,13 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 	})
 	e.Duration(env("shutdown-timeout"), &c.ShutdownTimeout)
 	e.Duration(env("report-interval"), &c.ReportInterval)
+	e.String(env("etcd-ca-file"), &c.Etcd.CAFile)
+	e.String(env("etcd-cert-file"), &c.Etcd.CertFile)
+	e.String(env("etcd-key-file"), &c.Etcd.KeyFile)
+	e.String(env("etcd-server-name"), &c.Etcd.ServerName)
+	e.String(env("etcd-username"), &c.Etcd.Username)
+	e.String(env("etcd-password-file"), &c.Etcd.PasswordFile)
+	e.String(etcdPasswordEnv, &c.Etcd.Password)
 	return e.Err()
 }
 
@@ -171,6 +201,9 @@ func (c *Config) Validate() error {
 	if c.ReportInterval < time.Second {
 		bad("report-interval", "must be at least 1s")
 	}
+	if err := c.Etcd.Validate(); err != nil {
+		bad("etcd-username", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) // one line
 	}
@@ -190,6 +223,7 @@ func (c *Config) SDKConfig() sdk.Config {
 		Labels:         c.Labels,
 		SnapshotDir:    c.SnapshotDir,
 		ReportInterval: c.ReportInterval,
+		Security:       c.Etcd,
 	}
 }
 

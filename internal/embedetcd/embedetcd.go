@@ -50,6 +50,19 @@ type Config struct {
 	// bound. Watchers behind a compaction list again (the SDK and the
 	// console's fleet model do).
 	CompactionRetention time.Duration
+	// TLS, when set, makes the member serve its clients over TLS (the
+	// ClientURL is then https://…); tests use it with auth turned on by
+	// `console etcd init-auth`.
+	TLS *TLS
+}
+
+// TLS are the member's client-side TLS files (PEM).
+type TLS struct {
+	CertFile, KeyFile string
+	// TrustedCAFile, with ClientCertAuth, makes the member ask every client
+	// for a certificate signed by this CA.
+	TrustedCAFile  string
+	ClientCertAuth bool
 }
 
 // DefaultCompactionRetention is the embedded member's history retention.
@@ -96,6 +109,14 @@ func Start(c Config) (*Server, error) {
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = retention.String()
 	cfg.QuotaBackendBytes = QuotaBackendBytes
+	// No HTTP/JSON gateway: every client here (console, SDK, agent) speaks
+	// gRPC, and the gateway is the door a plain HTTP request (a drill probe,
+	// a webhook) would find on the client port.
+	cfg.EnableGRPCGateway = false
+	if c.TLS != nil {
+		cfg.ClientTLSInfo.CertFile, cfg.ClientTLSInfo.KeyFile = c.TLS.CertFile, c.TLS.KeyFile
+		cfg.ClientTLSInfo.TrustedCAFile, cfg.ClientTLSInfo.ClientCertAuth = c.TLS.TrustedCAFile, c.TLS.ClientCertAuth
+	}
 	cfg.GRPCAdditionalServerOptions = []grpc.ServerOption{grpc.ChainStreamInterceptor(st.intercept)}
 	cfg.LogLevel = "error"
 	if c.Logger != nil {

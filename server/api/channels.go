@@ -105,7 +105,11 @@ func (h channelHandler) test(c *gin.Context) {
 	if !requireAdmin(c) {
 		return
 	}
-	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"))
+	ch, ok := bindChange(c)
+	if !ok {
+		return
+	}
+	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"), ch.Reason)
 	if err != nil {
 		fail(c, err)
 		return

@@ -28,6 +28,10 @@ func (d drills) register(apps *gin.RouterGroup) {
 	apps.POST("/drills/:name/runs/:run/abort", d.abort)
 }
 
+// mayChange reports whether the caller may change the app the path names:
+// only they see probe query strings and answer excerpts.
+func mayChange(c *gin.Context) bool { return actor(c).CanWrite(c.Param("app")) }
+
 func (d drills) list(c *gin.Context) {
 	list, err := d.svc.List(c.Request.Context(), c.Param("app"))
 	if err != nil {
@@ -36,7 +40,7 @@ func (d drills) list(c *gin.Context) {
 	}
 	out := make([]drill.DrillView, 0, len(list))
 	for i := range list {
-		out = append(out, list[i].View(d.svc.Now()))
+		out = append(out, list[i].ViewFor(d.svc.Now(), mayChange(c)))
 	}
 	c.JSON(http.StatusOK, gin.H{"drills": out})
 }
@@ -51,7 +55,7 @@ func (d drills) create(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, gin.H{"drill": dr.View(d.svc.Now())})
+	c.JSON(http.StatusCreated, gin.H{"drill": dr.ViewFor(d.svc.Now(), mayChange(c))})
 }
 
 func (d drills) get(c *gin.Context) {
@@ -60,7 +64,7 @@ func (d drills) get(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"drill": dr.View(d.svc.Now())})
+	c.JSON(http.StatusOK, gin.H{"drill": dr.ViewFor(d.svc.Now(), mayChange(c))})
 }
 
 func (d drills) update(c *gin.Context) {
@@ -73,7 +77,7 @@ func (d drills) update(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"drill": dr.View(d.svc.Now())})
+	c.JSON(http.StatusOK, gin.H{"drill": dr.ViewFor(d.svc.Now(), mayChange(c))})
 }
 
 func (d drills) remove(c *gin.Context) {
@@ -102,7 +106,7 @@ func (d drills) runs(c *gin.Context) {
 	}
 	out := make([]drill.RunView, 0, len(list))
 	for i := range list {
-		out = append(out, list[i].View())
+		out = append(out, list[i].ViewFor(mayChange(c)))
 	}
 	c.JSON(http.StatusOK, gin.H{"runs": out})
 }
@@ -117,7 +121,7 @@ func (d drills) start(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusAccepted, gin.H{"run": r.View()})
+	c.JSON(http.StatusAccepted, gin.H{"run": r.ViewFor(mayChange(c))})
 }
 
 // runNumber parses :run; false when it answered the problem.
@@ -146,7 +150,7 @@ func (d drills) loadRun(c *gin.Context) (*drill.Run, bool) {
 
 func (d drills) run(c *gin.Context) {
 	if r, ok := d.loadRun(c); ok {
-		c.JSON(http.StatusOK, gin.H{"run": r.View()})
+		c.JSON(http.StatusOK, gin.H{"run": r.ViewFor(mayChange(c))})
 	}
 }
 
@@ -157,7 +161,7 @@ func (d drills) report(markdown bool) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		name, ctype, body, err := r.ReportFile(markdown)
+		name, ctype, body, err := r.ReportFile(markdown, mayChange(c))
 		if err != nil {
 			fail(c, err)
 			return
@@ -181,5 +185,5 @@ func (d drills) abort(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"run": r.View()})
+	c.JSON(http.StatusOK, gin.H{"run": r.ViewFor(mayChange(c))})
 }

@@ -64,6 +64,8 @@ func ProblemFor(err error) Problem {
 		return Problem{Type: "/problems/unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer <token>", Field: "Authorization"}
 	case errors.Is(err, server.ErrForbidden):
 		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: Clean(err)}
+	case errors.Is(err, server.ErrRateLimited):
+		return Problem{Type: "/problems/rate-limited", Title: "Too many requests", Status: http.StatusTooManyRequests, Detail: Clean(err)}
 	case errors.Is(err, server.ErrNotFound):
 		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: Clean(err)}
 	case errors.As(err, &se):

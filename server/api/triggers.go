@@ -126,7 +126,7 @@ func (t *triggers) preview(c *gin.Context) {
 	if !bindAll(c, &in) {
 		return
 	}
-	p, err := t.svc.Preview(c.Request.Context(), c.Param("app"), in)
+	p, err := t.svc.Preview(c.Request.Context(), actor(c), c.Param("app"), in)
 	if err != nil {
 		fail(c, err)
 		return

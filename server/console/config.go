@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/envconf"
+	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/retention"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
@@ -85,6 +87,29 @@ type Config struct {
 	// before the leader prunes them; --retention / SWITCHYARD_RETENTION,
 	// default 90 days (2160h).
 	Retention time.Duration
+	// Etcd is how the console's etcd client checks etcd and proves who it
+	// is: --etcd-ca-file, --etcd-cert-file, --etcd-key-file,
+	// --etcd-server-name, --etcd-username, --etcd-password-file and
+	// SWITCHYARD_ETCD_PASSWORD (environment only), each with its
+	// SWITCHYARD_ETCD_* twin.
+	Etcd sdk.EtcdSecurity
+	// SecretKeyFile holds the keys that seal channel secrets and probe
+	// header values at rest (see server/seal); --secret-key-file /
+	// SWITCHYARD_SECRET_KEY_FILE. Empty: on the embedded defaults a key
+	// file is generated into the data dir; otherwise secrets are not
+	// sealed, and the console says so at start.
+	SecretKeyFile string
+	// TLSCert and TLSKey make the console serve HTTPS (PEM files, reloaded
+	// when they change): --tls-cert, --tls-key / SWITCHYARD_TLS_CERT,
+	// SWITCHYARD_TLS_KEY. Sign-in cookies are then Secure and answers carry
+	// HSTS. Behind a TLS-terminating proxy leave them empty and list the
+	// proxy in TrustedProxies.
+	TLSCert, TLSKey string
+	// EgressAllow names what drill probes and webhook deliveries may reach
+	// although the egress guard refuses it (loopback, private, link-local,
+	// metadata, the console's own endpoints): CIDRs or host:port;
+	// --egress-allow / SWITCHYARD_EGRESS_ALLOW, default none.
+	EgressAllow []string
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -151,6 +176,17 @@ func (c *Config) settings() []setting {
 		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents)},
 		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval)},
 		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention)},
+		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile)},
+		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile)},
+		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile)},
+		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName)},
+		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
+		{"", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password (or SWITCHYARD_ETCD_PASSWORD_FILE)", (*stringValue)(&c.Etcd.Password)},
+		{"etcd-password-file", "SWITCHYARD_ETCD_PASSWORD_FILE", "`file` holding the etcd user's password", (*stringValue)(&c.Etcd.PasswordFile)},
+		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert)},
+		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey)},
+		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
+		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
 }
 
@@ -303,6 +339,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Retention < 24*time.Hour || c.Retention > 10*365*24*time.Hour {
 		bad("retention", "must be between 24h and 87600h (10 years)")
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		bad("tls-cert", "--tls-cert and --tls-key go together")
+	}
+	if err := c.Etcd.Validate(); err != nil {
+		bad("etcd-username", "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if _, err := egress.New(egress.Config{Allow: c.EgressAllow}); err != nil {
+		bad("egress-allow", "%v", err)
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -25,6 +25,13 @@ func TestConfigValidate(t *testing.T) {
 		{"short bootstrap token", func(c *Config) { c.BootstrapToken = "abc" }, "SWITCHYARD_BOOTSTRAP_TOKEN"},
 		{"fractional election ttl", func(c *Config) { c.ElectionTTL = 1500 * time.Millisecond }, "--election-ttl or SWITCHYARD_ELECTION_TTL"},
 		{"zero election ttl", func(c *Config) { c.ElectionTTL = 0 }, "election-ttl"},
+		{"tls cert without key", func(c *Config) { c.TLSCert = "cert.pem" }, "--tls-cert or SWITCHYARD_TLS_CERT"},
+		{"etcd user without password", func(c *Config) { c.Etcd.Username = "switchyard-console-default" }, "without a password"},
+		{"etcd password and password file", func(c *Config) {
+			c.Etcd.Username, c.Etcd.Password, c.Etcd.PasswordFile = "u", "p", "/run/pw"
+		}, "give one"},
+		{"etcd cert without key", func(c *Config) { c.Etcd.CertFile = "client.pem" }, "cert file and key file"},
+		{"bad egress allow entry", func(c *Config) { c.EgressAllow = []string{"10.0.0.0/40"} }, "--egress-allow or SWITCHYARD_EGRESS_ALLOW"},
 		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "--retention or SWITCHYARD_RETENTION"},
 		{"retention of a year", func(c *Config) { c.Retention = 365 * 24 * time.Hour }, ""},
 		{"several problems, one line", func(c *Config) { c.Listen, c.Namespace = "8080", "Prod!" },
@@ -51,6 +58,12 @@ func TestConfigEnvAndFlags(t *testing.T) {
 		"SWITCHYARD_ETCD_ENDPOINTS":     "http://a:2379, http://b:2379",
 		"SWITCHYARD_NAMESPACE":          "prod",
 		"SWITCHYARD_RECONCILE_INTERVAL": "5s",
+		"SWITCHYARD_ETCD_USERNAME":      "switchyard-console-prod",
+		"SWITCHYARD_ETCD_PASSWORD_FILE": "/run/secrets/etcd",
+		"SWITCHYARD_ETCD_CA_FILE":       "/etc/etcd/ca.pem",
+		"SWITCHYARD_SECRET_KEY_FILE":    "/run/secrets/keys",
+		"SWITCHYARD_TLS_CERT":           "/etc/tls/cert.pem",
+		"SWITCHYARD_EGRESS_ALLOW":       "10.1.0.0/16, checkout:8070",
 		"SWITCHYARD_RETENTION":          "720h",
 	}
 	c := DefaultConfig()
@@ -59,6 +72,10 @@ func TestConfigEnvAndFlags(t *testing.T) {
 	}
 	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second || c.Retention != 720*time.Hour {
 		t.Fatalf("env not applied: %+v", c)
+	}
+	if c.Etcd.Username != "switchyard-console-prod" || c.Etcd.PasswordFile != "/run/secrets/etcd" || c.Etcd.CAFile != "/etc/etcd/ca.pem" ||
+		c.SecretKeyFile != "/run/secrets/keys" || c.TLSCert != "/etc/tls/cert.pem" || len(c.EgressAllow) != 2 || c.EgressAllow[1] != "checkout:8070" {
+		t.Fatalf("security settings not applied: %+v", c)
 	}
 	if err := c.LoadEnv(func(k string) string {
 		if k == "SWITCHYARD_PUBLISH_WAIT" {

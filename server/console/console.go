@@ -3,6 +3,7 @@ package console
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -29,10 +30,13 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
+	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/lead"
+	"github.com/switchyard-io/switchyard/server/seal"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/webui"
 )
@@ -52,6 +56,11 @@ type Console struct {
 	Engine  *gin.Engine
 	// AuditKey signs the audit log's checkpoints (nil: no key, none signed).
 	AuditKey *audit.Key
+	// Egress guards what drill probes and webhook deliveries reach.
+	Egress *egress.Guard
+	// Keys seal channel secrets and probe header values at rest; nil when
+	// no key file is configured outside the embedded defaults.
+	Keys *seal.Keyring
 	// GeneratedToken is the bootstrap admin token generated at this start,
 	// or "" when one was configured or already existed.
 	GeneratedToken string
@@ -60,6 +69,7 @@ type Console struct {
 	listener net.Listener
 	http     *http.Server
 	embedded *embedetcd.Server
+	certs    *certReloader // nil: plain HTTP
 	// dataDirLock keeps a second console off this one's data dir.
 	dataDirLock *fileutil.LockedFile
 	ui          *webui.UI
@@ -75,9 +85,10 @@ type Console struct {
 type Option func(*options)
 
 type options struct {
-	web  webui.Options
-	jobs []func(*Console) lead.Job
-	now  func() time.Time
+	resolver *net.Resolver
+	web      webui.Options
+	jobs     []func(*Console) lead.Job
+	now      func() time.Time
 	// chainOnly: audit events skip the Merkle tree (WithoutAuditTree).
 	chainOnly bool
 }
@@ -94,6 +105,10 @@ func WithJob(job func(*Console) lead.Job) Option {
 // WithoutAuditTree appends audit events to the hash chain only: the
 // baseline of BenchmarkFlip's tree comparison (server.WithoutAuditTree).
 func WithoutAuditTree() Option { return func(x *options) { x.chainOnly = true } }
+
+// WithEgressResolver sets the resolver drill probes and webhook
+// deliveries look names up with (tests make a name resolve to loopback).
+func WithEgressResolver(r *net.Resolver) Option { return func(x *options) { x.resolver = r } }
 
 // WithClock sets the clock the service and the leader jobs read.
 func WithClock(now func() time.Time) Option { return func(x *options) { x.now = now } }
@@ -126,7 +141,12 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger, opts ...Option) (*
 	go func() { defer c.wg.Done(); c.Fleet.Run(runCtx, c.Etcd) }()
 	go func() {
 		defer c.wg.Done()
-		if err := c.http.Serve(c.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		l := c.listener
+		if c.certs != nil {
+			c.http.TLSConfig = c.certs.tlsConfig()
+			l = tls.NewListener(l, c.http.TLSConfig)
+		}
+		if err := c.http.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("console: serve", "err", err)
 		}
 	}()
@@ -141,6 +161,11 @@ func (c *Console) open(ctx context.Context) error {
 	var err error
 	if c.listener, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return hint(fmt.Errorf("console: HTTP listener: %w", err), "change", "listen")
+	}
+	if cfg.TLSCert != "" {
+		if c.certs, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, c.log); err != nil {
+			return hint(err, "check", "tls-cert")
+		}
 	}
 	embedded := len(cfg.EtcdEndpoints) == 0
 	if embedded || cfg.DatabaseURL == "" {
@@ -161,13 +186,14 @@ func (c *Console) open(ctx context.Context) error {
 		}
 		endpoints = []string{c.embedded.Endpoint}
 	}
-	c.Etcd, err = clientv3.New(clientv3.Config{
-		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
-		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)},
-	})
-	if err != nil {
+	if c.Etcd, err = EtcdClient(endpoints, cfg.Etcd); err != nil {
 		return hint(fmt.Errorf("console: etcd client: %w", err), "check", "etcd-endpoints")
+	}
+	if c.Keys, err = LoadKeys(cfg); err != nil {
+		return hint(fmt.Errorf("console: %w", err), "check", "secret-key-file")
+	}
+	if c.Egress, err = c.egressGuard(endpoints); err != nil {
+		return hint(fmt.Errorf("console: %w", err), "change", "egress-allow")
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -215,6 +241,9 @@ func (c *Console) open(ctx context.Context) error {
 	// API and the web UI alike; handlers pass c.Request.Context() on, never
 	// the pooled gin context (a database goroutine may outlive the request).
 	c.Engine.Use(gin.Recovery(), api.Deadline(cfg.RequestTimeout))
+	if c.certs != nil {
+		c.Engine.Use(hsts)
+	}
 	// Client addresses go into audit events: believe X-Forwarded-For only
 	// from configured proxies.
 	if err = c.Engine.SetTrustedProxies(cfg.TrustedProxies); err != nil {
@@ -225,7 +254,7 @@ func (c *Console) open(ctx context.Context) error {
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
-	apiDomains, webDomains, err := c.wireDomains()
+	apiDomains, webDomains, err := c.wireDomains(reg)
 	if err != nil {
 		return err
 	}
@@ -236,6 +265,58 @@ func (c *Console) open(ctx context.Context) error {
 	c.ui = webui.New(webui.Deps{Service: c.Service, Fleet: c.Fleet, Etcd: c.Etcd, Namespace: cfg.Namespace, Logger: c.log, Domains: webDomains}, c.opts.web)
 	c.ui.Routes(c.Engine)
 	return nil
+}
+
+// egressGuard is the guard of the requests made on users' behalf. The
+// console's own listener, etcd (client and, embedded, peer) and database
+// are refused whatever the allowlist does not name; loopback passes only
+// when everything is embedded (the quickstart's demo runs beside the
+// console), which Describe says.
+func (c *Console) egressGuard(etcd []string) (*egress.Guard, error) {
+	cfg := c.Config
+	protected := append([]string{c.listener.Addr().String()}, etcd...)
+	if len(cfg.EtcdEndpoints) == 0 {
+		protected = append(protected, cfg.EmbeddedEtcdPeer)
+	}
+	if cfg.DatabaseURL != "" {
+		protected = append(protected, cfg.DatabaseURL)
+	}
+	return egress.New(egress.Config{Allow: cfg.EgressAllow, Protected: protected, AllowLoopback: c.allEmbedded(), Resolver: c.opts.resolver})
+}
+
+// LoadKeys reads the configured key file; without one, on the embedded
+// defaults, it makes (once) and reads <data-dir>/secret.key. Elsewhere
+// without one it returns nil: secrets are stored as given.
+func LoadKeys(cfg Config) (*seal.Keyring, error) {
+	if cfg.SecretKeyFile != "" {
+		return seal.Load(cfg.SecretKeyFile)
+	}
+	if len(cfg.EtcdEndpoints) == 0 && cfg.DatabaseURL == "" {
+		k, _, err := seal.Ensure(filepath.Join(cfg.DataDir, "secret.key"))
+		return k, err
+	}
+	return nil, nil
+}
+
+// allEmbedded reports whether the console runs on its embedded defaults:
+// etcd and SQLite in the data dir.
+func (c *Console) allEmbedded() bool {
+	return len(c.Config.EtcdEndpoints) == 0 && c.Config.DatabaseURL == ""
+}
+
+// EtcdClient is the console's etcd client (also its commands'): TLS and
+// credentials from sec. With a user name, etcd's client authenticates
+// before it returns, so a console with auth on needs etcd at start.
+func EtcdClient(endpoints []string, sec sdk.EtcdSecurity) (*clientv3.Client, error) {
+	cfg := clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		DialKeepAliveTime: 5 * time.Second, DialKeepAliveTimeout: 3 * time.Second,
+		DialOptions: []grpc.DialOption{grpc.WithConnectParams(etcdReconnect)},
+	}
+	if err := sec.Apply(&cfg); err != nil {
+		return nil, err
+	}
+	return clientv3.New(cfg)
 }
 
 // etcdReconnect is how the console's etcd client retries a lost connection:
@@ -324,8 +405,13 @@ func withConnectTimeout(dbURL string) string {
 // Addr is the address the API listens on.
 func (c *Console) Addr() string { return c.listener.Addr().String() }
 
-// URL is the base URL of the API.
-func (c *Console) URL() string { return "http://" + c.Addr() }
+// URL is the base URL of the API (https:// when the console serves TLS).
+func (c *Console) URL() string {
+	if c.certs != nil {
+		return "https://" + c.Addr()
+	}
+	return "http://" + c.Addr()
+}
 
 // Describe prints where the console listens and what it uses.
 func (c *Console) Describe(w io.Writer) {
@@ -339,6 +425,12 @@ func (c *Console) Describe(w io.Writer) {
 	fmt.Fprintf(w, "  namespace:  %s\n  etcd:       %s\n  prometheus: %s\n  database:   %s\n", c.Config.Namespace, etcd, prom, server.DescribeDB(c.Config.DatabaseURL, c.Config.DataDir))
 	if c.GeneratedToken != "" {
 		fmt.Fprintf(w, "  bootstrap admin token (shown once, store it now): %s\n", c.GeneratedToken)
+	}
+	if c.Keys == nil {
+		fmt.Fprintf(w, "  secrets:   NOT sealed at rest: set --secret-key-file or SWITCHYARD_SECRET_KEY_FILE (see docs/production.md)\n")
+	}
+	if c.Egress != nil && c.Egress.AllowsLoopback() {
+		fmt.Fprintf(w, "  egress:    loopback allowed for drill probes and webhooks (all-embedded mode); this console's own listener and etcd stay refused\n")
 	}
 }
 

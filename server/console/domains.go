@@ -1,6 +1,11 @@
 package console
 
 import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
@@ -16,8 +21,10 @@ import (
 // drills, expiry and findings, notification channels — on the console's
 // service, fleet model and metric sources, registers their leader jobs on
 // the scheduler and their person-change hooks on the service, and returns
-// what the API and the web UI need of them. Each domain is one block here.
-func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
+// what the API and the web UI need of them, and registers the state
+// metrics (open findings, failing deliveries) on reg. Each domain is one
+// block here.
+func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Domains, error) {
 	var (
 		ad api.Domains
 		wd webui.Domains
@@ -33,8 +40,12 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
+	var triggers *trigger.Service // built below; a run's report lists the rules it held
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
-		Namespace: c.Config.Namespace, Logger: c.log})
+		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress, Keys: c.Keys,
+		HeldRules: func(ctx context.Context, cause string, since time.Time) ([]string, error) {
+			return triggers.HeldBy(ctx, cause, since)
+		}})
 	if err := c.addJobs(drills.Job()); err != nil {
 		return ad, wd, err
 	}
@@ -46,7 +57,7 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 		Every: c.Config.ExpiryInterval, RemindBefore: c.Config.ExpiryRemindBefore, EscalateAfter: c.Config.ExpiryEscalateAfter,
 	})
 	c.Service.OnPersonChange(exp.OnPersonChange)
-	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log})
+	channels := notify.New(c.Service, notify.Config{Namespace: c.Config.Namespace, Timeout: c.Config.NotifyTimeout, Logger: c.log, Egress: c.Egress, Keys: c.Keys})
 	deliveries := channels.Job()
 	c.deliveries = deliveries
 	err := c.addJobs(exp.Job(), finding.NewJob(c.Service, finding.JobConfig{
@@ -55,12 +66,14 @@ func (c *Console) wireDomains() (api.Domains, webui.Domains, error) {
 	if err != nil {
 		return ad, wd, err
 	}
+	reg.MustRegister(newStateCollector(c.DB, channels, c.opts.now, c.log))
 	ad.Expiry, ad.Channels = exp, channels
 	wd.Expiry, wd.Channels = exp, channels
 
 	// Auto-triggers: one leader job evaluates every rule; a person's change
-	// to a switch pauses its rules.
-	triggers := trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Logger: c.log})
+	// to a switch pauses its rules; a rule reading the fleet signals of a
+	// drilled app holds while the drill runs.
+	triggers = trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Drills: drills, Logger: c.log})
 	if err := c.addJobs(triggers.Job()); err != nil {
 		return ad, wd, err
 	}

@@ -71,6 +71,7 @@ func startAgentService(t *testing.T, e *env, app string) string {
 		}
 	}()
 	t.Cleanup(func() { close(quit); <-done })
+	e.allowEgress(svc.Listener.Addr().String())
 	return svc.URL + "/recommendations"
 }
 

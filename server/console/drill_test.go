@@ -48,7 +48,7 @@ type drillTarget struct {
 
 // startDrillTarget starts n instances of app of the given kind on the
 // env's etcd, reporting every second, and sends each a request every 20 ms.
-func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarget {
+func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarget {
 	t.Helper()
 	dt := &drillTarget{app: app, release: make(chan struct{})}
 	for i := range n {
@@ -91,6 +91,7 @@ func startDrillTarget(t *testing.T, e *env, app, kind string, n int) *drillTarge
 		}
 		srv := httptest.NewServer(c.Middleware(opts)(serve))
 		t.Cleanup(srv.Close)
+		e.allowEgress(srv.Listener.Addr().String())
 		dt.clients, dt.urls = append(dt.clients, c), append(dt.urls, srv.URL+"/recommendations")
 	}
 	for _, c := range dt.clients {
@@ -136,7 +137,7 @@ func steadyLeader(c *console.Config) { c.ElectionTTL = 5 * time.Second }
 
 // seedDrill creates switch recommend (L1) of app and drill "reco" on it
 // probing url, with extra JSON members for the drill.
-func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
+func seedDrill(t testing.TB, c *console.Console, app, url, extra string) {
 	t.Helper()
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches", adminToken,
 		`{"name":"recommend","level":"L1","fallback":{"items":[],"source":"fallback"},"reason":"seed"}`), 201)
@@ -146,7 +147,7 @@ func seedDrill(t *testing.T, c *console.Console, app, url, extra string) {
 }
 
 // waitInstances waits until the console's fleet model sees n instances of app.
-func waitInstances(t *testing.T, c *console.Console, app string, n int) {
+func waitInstances(t testing.TB, c *console.Console, app string, n int) {
 	t.Helper()
 	eventually(t, 15*time.Second, fmt.Sprintf("%d instances of %s", n, app), func() bool {
 		return c.Fleet.Synced() && len(c.Fleet.Instances(app)) == n
@@ -415,7 +416,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 }
 
 // db opens the env's database directly (closed when the test ends).
-func (e *env) db(t *testing.T) *gorm.DB {
+func (e *env) db(t testing.TB) *gorm.DB {
 	t.Helper()
 	if e.gdb == nil {
 		e.gdb = servertest.OpenDB(t, e.pgURL, "")
@@ -473,6 +474,7 @@ func TestDrillSchedule(t *testing.T) {
 		_, _ = io.Copy(w, res.Body)
 	}))
 	t.Cleanup(guarded.Close)
+	e.allowEgress(guarded.Listener.Addr().String())
 	seedDrill(t, c, app, guarded.URL, `,"schedule":"30,40 3 * * *","timezone":"Europe/Berlin","starting_deadline":"5m",`+
 		`"blackout":[{"cron":"0 0 5 3 *","duration":"24h"}]`)
 	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken,
@@ -600,7 +602,7 @@ func TestDrillBadInput(t *testing.T) {
 	c := e.start()
 	waitLeader(t, c)
 	const app = "shop-bad"
-	seedDrill(t, c, app, "http://127.0.0.1:1/recommendations", "")
+	seedDrill(t, c, app, "http://svc.invalid/recommendations", "")
 	viewerTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"viewer","role":"viewer","reason":"read only"}`), 201).str("token")
 	base := "/api/v1/apps/" + app + "/drills"
 	probe := `"probes":[{"url":"http://svc/recommendations"}]`

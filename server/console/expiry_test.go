@@ -61,10 +61,12 @@ type hookReq struct {
 	payload            notify.Payload
 }
 
-func newHook(t *testing.T, now func() time.Time, fail int) *hook {
+// newHook starts a receiver and allowlists it on e's consoles.
+func newHook(t *testing.T, e *env, now func() time.Time, fail int) *hook {
 	h := &hook{t: t, now: now, fail: fail, seen: map[string]bool{}, tries: map[string]int{}}
 	h.srv = httptest.NewServer(http.HandlerFunc(h.serve))
 	t.Cleanup(h.srv.Close)
+	e.allowEgress(h.srv.Listener.Addr().String())
 	return h
 }
 
@@ -223,7 +225,7 @@ func TestExpiryRemind(t *testing.T) {
 	clock := &offsetClock{}
 	c := e.startWith([]console.Option{console.WithClock(clock.now)}, fastExpiry, func(cfg *console.Config) { cfg.ExpiryEscalateAfter = 30 * time.Minute })
 	waitLeader(t, c)
-	reminders, escalations := newHook(t, clock.now, 0), newHook(t, clock.now, 0)
+	reminders, escalations := newHook(t, e, clock.now, 0), newHook(t, e, clock.now, 0)
 	addChannel(t, c, "team", reminders.srv.URL, string(notify.ExpiryReminder))
 	addChannel(t, c, "oncall", escalations.srv.URL, string(notify.ExpiryEscalation))
 	switchOn(t, c, "reco", "1h", server.ExpiryRemind)
@@ -288,8 +290,9 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	// The hanging request stays open for the whole test.
 	c := e.startWith([]console.Option{console.WithClock(clock.now)}, fastExpiry, func(cfg *console.Config) { cfg.NotifyTimeout = time.Minute })
 	waitLeader(t, c)
-	flaky := newHook(t, clock.now, 2)
+	flaky := newHook(t, e, clock.now, 2)
 	hole := blackHole(t)
+	e.allowEgress(hole.addr)
 	addChannel(t, c, "flaky", flaky.srv.URL, string(notify.ExpiryTurnedOff))
 	addChannel(t, c, "hole", "http://"+hole.addr, string(notify.ExpiryTurnedOff))
 	switchOn(t, c, "first", "1h", server.ExpiryAutoOff)

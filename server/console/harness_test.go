@@ -30,6 +30,25 @@ type env struct {
 	pgURL string
 	log   *slog.Logger // for the consoles; nil discards
 	gdb   *gorm.DB     // see db (drill_test.go)
+	// egressAllow are the receivers and probe targets the test started:
+	// the consoles' egress allowlist names them, and nothing more.
+	egressAllow []string
+	consoles    []*console.Console
+	// endpoints, when set, are the etcd endpoints of child consoles
+	// instead of etcd's (the soak test's three-member cluster).
+	endpoints string
+}
+
+// allowEgress adds host:port (a receiver or probe target the test started)
+// to the egress allowlist of the env's consoles, running and future.
+func (e *env) allowEgress(hostPort string) {
+	e.t.Helper()
+	e.egressAllow = append(e.egressAllow, hostPort)
+	for _, c := range e.consoles {
+		if err := c.Egress.Allow(hostPort); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }
 
 func newEnv(t testing.TB) *env {
@@ -54,6 +73,7 @@ func (e *env) startWith(opts []console.Option, mod ...func(*console.Config)) *co
 	cfg.EtcdEndpoints = []string{e.etcd.Endpoint}
 	cfg.BootstrapToken = adminToken
 	cfg.ReconcileInterval = 500 * time.Millisecond
+	cfg.EgressAllow = append([]string(nil), e.egressAllow...)
 	for _, m := range mod {
 		m(&cfg)
 	}
@@ -62,6 +82,7 @@ func (e *env) startWith(opts []console.Option, mod ...func(*console.Config)) *co
 		e.t.Fatal(err)
 	}
 	e.t.Cleanup(func() { stop(c) })
+	e.consoles = append(e.consoles, c)
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // triggerSnapshot counts everything a rejected trigger request must leave
@@ -99,7 +100,7 @@ func TestTriggerBadInput(t *testing.T) {
 		{"threshold missing", c, "POST", tr, adminToken, rule(`"trigger":{"op":">"},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", "required"},
 		{"threshold as a string", c, "POST", tr, adminToken, rule(`"trigger":{"op":">","threshold":"80"},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", ""},
 		{"threshold out of range", c, "POST", tr, adminToken, rule(`"trigger":{"op":">","threshold":1e999},"recover":{"op":"<","threshold":60}`), 400, "trigger.threshold", ""},
-		{"bad missing_data", c, "POST", tr, adminToken, rule(good + `,"missing_data":"zero"`), 400, "missing_data", ""},
+		{"bad on_no_data", c, "POST", tr, adminToken, rule(good + `,"on_no_data":"zero"`), 400, "on_no_data", ""},
 		{"bad mode", c, "POST", tr, adminToken, rule(good + `,"mode":"shadow"`), 400, "mode", ""},
 		{"rollout 0", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":0}`), 400, "rollout.percent", ""},
 		{"rollout 101", c, "POST", tr, adminToken, rule(good + `,"rollout":{"percent":101}`), 400, "rollout.percent", ""},
@@ -135,6 +136,8 @@ func TestTriggerBadInput(t *testing.T) {
 		{"preview a bad query", c, "POST", tr + "/preview", adminToken, `{"rule":{"source":"prometheus","query":"max(cpu",` + good + `}}`, 400, "rule.query", ""},
 		{"preview a bad range", c, "POST", tr + "/preview", adminToken, `{"rule":{"source":"prometheus","query":"max(cpu)",` + good + `},"range":"8d"}`, 400, "range", ""},
 		{"preview too many points", c, "POST", tr + "/preview", adminToken, `{"rule":{"source":"prometheus","query":"max(cpu)",` + good + `},"range":"6h","step":"1s"}`, 400, "step", ""},
+		{"viewer previews", c, "POST", tr + "/preview", viewerTok, `{"rule":{"source":"prometheus","query":"max(cpu)",` + good + `}}`, 403, "", "right to change app"},
+		{"operator of another app previews", c, "POST", tr + "/preview", opTok, `{"rule":{"source":"prometheus","query":"max(cpu)",` + good + `}}`, 403, "", "right to change app"},
 		{"evaluations bad limit", c, "GET", tr + "/cpu-high/evaluations?limit=0", adminToken, "", 400, "limit", ""},
 		{"evaluations of an unknown rule", c, "GET", tr + "/nope/evaluations", adminToken, "", 404, "", ""},
 		{"bad app", c, "POST", "/api/v1/apps/Check%20Out/triggers", adminToken, rule(good), 400, "app", ""},
@@ -159,4 +162,20 @@ func TestTriggerBadInput(t *testing.T) {
 		t.Fatalf("rejected requests changed state:\nbefore %+v\nafter  %+v", before, after)
 	}
 	t.Logf("%d bad trigger requests refused; rows, states, evaluations, findings, notifications, audit events and etcd keys unchanged", len(cases)+1)
+}
+
+// TestTriggerPreviewRateLimit: each actor gets trigger.PreviewBurst
+// previews at once; the next is a 429 for that actor only.
+func TestTriggerPreviewRateLimit(t *testing.T) {
+	e := newEnv(t)
+	c := e.start()
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"reviews","level":"L3","reason":"seed"}`), 201)
+	opTok := mustStatus(t, call(t, c, "POST", "/api/v1/tokens", adminToken, `{"name":"ops","role":"operator","apps":["checkout"],"reason":"team"}`), 201).str("token")
+	body := `{"rule":{"source":"fleet","query":"degraded_rate{switch=\"reviews\"}","trigger":{"op":">","threshold":5,"for":"30s"},"recover":{"op":"<","threshold":1,"for":"30s"}},"range":"10m"}`
+	path := "/api/v1/apps/checkout/triggers/preview"
+	for i := 0; i < trigger.PreviewBurst; i++ {
+		mustStatus(t, call(t, c, "POST", path, opTok, body), 200)
+	}
+	mustProblem(t, call(t, c, "POST", path, opTok, body), 429, "")
+	mustStatus(t, call(t, c, "POST", path, adminToken, body), 200) // another actor's bucket
 }

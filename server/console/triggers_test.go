@@ -97,9 +97,10 @@ func ruleStatus(t *testing.T, c *console.Console, rule string) trigger.Status {
 // the test sets; ten SDK clients watch the switches. When the CPU crosses
 // 80 the switch is on at every client within for + interval + 1 s; when it
 // falls below 60 it is off after recover.for (not sooner); with Prometheus
-// stopped each rule's missing_data policy applies and no error is taken
+// stopped each rule's on_error policy applies and no error is taken
 // for 0: a switch that is on stays on (hold), a rule that fires on a low
-// rate does not fire (hold), and a breaching rule turns its switch on.
+// rate does not fire (hold), and a rule whose on_error is breaching turns
+// its switch on.
 // A dry-run rule beside them changes nothing and records what it would
 // have done.
 func TestTriggerEndToEnd(t *testing.T) {
@@ -120,7 +121,7 @@ func TestTriggerEndToEnd(t *testing.T) {
 	rules := []string{
 		ruleBody("cpu-high", "recommend", "max(checkout_cpu)", `"trigger":{"op":">","threshold":80,"for":"2s"},"recover":{"op":"<","threshold":60,"for":"3s"},"cooldown":"0s"`),
 		ruleBody("traffic-gone", "catalog", "sum(checkout_rps)", `"trigger":{"op":"<","threshold":1,"for":"1s"},"recover":{"op":">","threshold":5,"for":"1s"}`),
-		ruleBody("reviews-slow", "reviews", "max(reviews_latency_seconds)", `"trigger":{"op":">","threshold":1,"for":"1s"},"recover":{"op":"<","threshold":0.5,"for":"1s"},"missing_data":"breaching"`),
+		ruleBody("reviews-slow", "reviews", "max(reviews_latency_seconds)", `"trigger":{"op":">","threshold":1,"for":"1s"},"recover":{"op":"<","threshold":0.5,"for":"1s"},"on_no_data":"breaching","on_error":"breaching"`),
 		ruleBody("search-shadow", "search", "max(search_cpu)", `"trigger":{"op":">","threshold":80},"recover":{"op":"<","threshold":60},"cooldown":"0s","mode":"dry_run"`),
 	}
 	for _, body := range rules {
@@ -159,7 +160,7 @@ func TestTriggerEndToEnd(t *testing.T) {
 	stopped := time.Now()
 	prom.Stop()
 	took = waitAll(t, clients, "reviews", true, stopped, 15*time.Second)
-	t.Logf("Prometheus stopped: the breaching rule turned reviews on at all clients after %v", took.Round(time.Millisecond))
+	t.Logf("Prometheus stopped: the on_error breaching rule turned reviews on at all clients after %v", took.Round(time.Millisecond))
 
 	// Wait until cpu-high has seen errors for longer than recover.for plus
 	// two intervals: long enough for a 0 to have turned it off.
@@ -298,7 +299,7 @@ func TestTriggerAPI(t *testing.T) {
 	prom.Sync(t)
 	r := mustStatus(t, call(t, c, "POST", tr, adminToken, ruleBody("cpu-high", "recommend", "max(api_cpu)",
 		`"trigger":{"op":">","threshold":80,"for":"1m"},"recover":{"threshold":60,"for":"5m"},"rollout":{"percent":12.5}`)), 201)
-	if r.str("trigger", "recover", "op") != "<" || r.str("trigger", "cooldown") != "1m0s" || r.str("trigger", "missing_data") != "hold" ||
+	if r.str("trigger", "recover", "op") != "<" || r.str("trigger", "cooldown") != "1m0s" || r.str("trigger", "on_no_data") != "hold" ||
 		r.str("trigger", "flap") != `{"max_transitions":4,"window":"1h0m0s"}` || r.str("trigger", "status", "phase") != "ok" || r.num("trigger", "rollout", "percent") != 12.5 {
 		t.Fatalf("created with defaults: %s", r.Raw)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Job is the leader job of the drills: it fires schedules (recording
@@ -219,39 +220,34 @@ func (j *Job) observeActive(ctx context.Context, r *Run, p *Progress, pl *plan, 
 }
 
 // conditions evaluates the abort conditions at now, keeps the samples in p
-// and says which one aborts the run ("" none). An error aborts: a drill
-// must not go on blind.
+// and says which one aborts the run ("" none). No data and errors count as
+// the condition's on_no_data and on_error say (an error aborts by
+// default: a drill must not go on blind).
 func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress, now time.Time) string {
 	p.Conditions = p.Conditions[:0]
+	qs := make([]signal.Query, len(pl.conditions))
+	for i, c := range pl.conditions {
+		qs[i] = signal.Query{Source: c.Source, App: app, Query: c.Query}
+	}
 	var why string
-	for _, c := range pl.conditions {
+	for i, m := range j.s.cfg.Sources.MeasureAll(ctx, qs, now) {
+		c := pl.conditions[i]
 		cs := ConditionSample{Query: c.Query, At: now.UTC()}
-		src, err := j.s.cfg.Sources.For(c.Source, app)
-		var smp struct {
-			v  float64
-			ok bool
-		}
-		if err == nil {
-			qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			s, qerr := src.Query(qctx, c.Query, now)
-			cancel()
-			smp.v, smp.ok, err = s.Value, s.OK, qerr
-		}
-		switch {
-		case err != nil:
-			cs.Error, cs.Breached = err.Error(), true
-		case !smp.ok:
-			cs.NoData, cs.Breached = true, c.OnNoData == "abort"
+		switch m.Outcome {
+		case signal.OutcomeError:
+			cs.Error, cs.Breached = m.Err, treatment(c.OnError, signal.Breaching) == signal.Breaching
+		case signal.OutcomeNoData:
+			cs.NoData, cs.Breached = true, treatment(c.OnNoData, signal.Hold) == signal.Breaching
 		default:
-			cs.Value = strconv.FormatFloat(smp.v, 'g', 6, 64)
-			cs.Breached = ops[c.Op](smp.v, c.Threshold)
+			cs.Value = strconv.FormatFloat(m.Value, 'g', 6, 64)
+			cs.Breached = ops[c.Op](m.Value, c.Threshold)
 		}
 		if cs.Breached && why == "" {
 			switch {
 			case cs.Error != "":
-				why = fmt.Sprintf("abort condition %q could not be evaluated: %s", c.Query, cs.Error)
+				why = fmt.Sprintf("abort condition %q could not be evaluated: %s (on_error: breaching)", c.Query, cs.Error)
 			case cs.NoData:
-				why = fmt.Sprintf("abort condition %q has no data (on_no_data: abort)", c.Query)
+				why = fmt.Sprintf("abort condition %q has no data (on_no_data: breaching)", c.Query)
 			default:
 				why = fmt.Sprintf("abort condition %s %s %g: the value is %s", c.Query, c.Op, c.Threshold, cs.Value)
 			}
@@ -426,7 +422,11 @@ func (j *Job) interrupt(ctx context.Context, t server.Term, r *Run, p *Progress)
 // save stores the run's phase and evidence, and whatever more fn writes, in
 // one fenced transaction.
 func (j *Job) save(ctx context.Context, t server.Term, r *Run, p *Progress, fn func(tx *server.JobTx) error) error {
-	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
+	inTerm := j.s.cfg.Service.InTerm
+	if fn == nil {
+		inTerm = j.s.cfg.Service.InTermLazyAudit // the run's state only: no audit lock
+	}
+	_, err := inTerm(ctx, t, func(tx *server.JobTx) error {
 		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
 			"phase": r.Phase, "state": encode(p), "started_at": r.StartedAt, "reverted_at": r.RevertedAt,
 		})
@@ -451,6 +451,9 @@ func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out
 	summary = reasonText(summary)
 	p.note(now, "%s", summary)
 	r.Phase, r.Outcome, r.Summary, r.FinishedAt = PhaseDone, out, summary, &now
+	if held := j.s.cfg.HeldRules; held != nil && r.StartedAt != nil {
+		p.HeldRules, _ = held(ctx, r.Cause(), *r.StartedAt) // the report's list; the run closes regardless
+	}
 	_, err := j.s.cfg.Service.InTerm(ctx, t, func(tx *server.JobTx) error {
 		res := tx.DB().Model(&Run{}).Where("id = ? AND finished_at IS NULL", r.ID).Updates(map[string]any{
 			"phase": PhaseDone, "outcome": out, "summary": summary, "state": encode(p),

@@ -3,7 +3,10 @@ package drill
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Drill is a drill as stored.
@@ -49,13 +52,18 @@ type DrillView struct {
 	CreatedAt time.Time  `json:"created_at"`
 }
 
-// View returns the API representation as of now.
-func (d *Drill) View(now time.Time) DrillView {
+// View returns the API representation as of now for any reader (and the
+// audit log): probe header values and query strings hidden.
+func (d *Drill) View(now time.Time) DrillView { return d.ViewFor(now, false) }
+
+// ViewFor is View; full is true for those who may change the app, who also
+// see the probes' query strings. Header values are hidden from everyone.
+func (d *Drill) ViewFor(now time.Time, full bool) DrillView {
 	s, _ := d.spec()
 	v := DrillView{App: d.App, Name: d.Name, Spec: s, Enabled: d.Enabled, Version: d.Version, Reason: d.Reason,
 		UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt.UTC(), CreatedAt: d.CreatedAt.UTC()}
 	v.Spec.Enabled = nil
-	v.Spec = v.Spec.redacted()
+	v.Spec = v.Spec.redacted(full)
 	if pl, err := s.compile(); err == nil && d.Enabled {
 		from := now
 		if d.LastScheduledAt != nil && d.LastScheduledAt.After(now) {
@@ -164,16 +172,25 @@ type RunView struct {
 	Progress         *Progress  `json:"report"`
 }
 
-// View returns the report of the run.
-func (r *Run) View() RunView {
+// View returns the report of the run for any reader (and the audit log):
+// no answer excerpts, no probe query strings.
+func (r *Run) View() RunView { return r.ViewFor(false) }
+
+// ViewFor is View; full is true for those who may change the app, who also
+// see the answers' excerpts and the probes' query strings.
+func (r *Run) ViewFor(full bool) RunView {
 	var s Spec
 	_ = json.Unmarshal([]byte(r.Spec), &s)
+	p := r.progress()
+	if !full {
+		p.forReader()
+	}
 	return RunView{
 		ID: r.ID, App: r.App, Drill: r.Drill, Switch: r.SwitchName, Number: r.Number, Cause: r.Cause(),
 		DryRun: r.DryRun, StartedVia: r.StartedVia, StartedBy: r.StartedBy, StartedByKind: r.StartedByKind,
 		Reason: r.Reason, ScheduledFor: utc(r.ScheduledFor), Phase: r.Phase, Outcome: r.Outcome, Summary: r.Summary,
 		AbortRequest: r.AbortRequest, CreatedAt: r.CreatedAt.UTC(), StartedAt: utc(r.StartedAt),
-		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(), Progress: r.progress(),
+		RevertedAt: utc(r.RevertedAt), FinishedAt: utc(r.FinishedAt), Spec: s.redacted(full), Progress: p,
 		Count: max(r.Count, 1), LastScheduledFor: utc(r.LastScheduledFor), DrillVersion: r.DrillVersion, SpecSHA256: r.SpecSHA256,
 	}
 }
@@ -197,6 +214,10 @@ func encode(p *Progress) string {
 	return string(b)
 }
 
+// HiddenValue stands for a probe header value in every view; a PATCH that
+// sends it back keeps the stored value.
+const HiddenValue = "(hidden)"
+
 // secretFree is s as a run stores it: probe header values (tokens,
 // cookies) are left out, their names kept. The leader takes the values
 // from the drill when it probes (Job.probeHeaders).
@@ -204,9 +225,18 @@ func (s Spec) secretFree() Spec {
 	return s.maskHeaders("")
 }
 
-// redacted is s as shown to readers: probe header values (tokens, cookies)
-// are hidden; the drill's stored spec keeps them.
-func (s Spec) redacted() Spec { return s.maskHeaders("(hidden)") }
+// redacted is s as shown: probe header values (tokens, cookies) are
+// hidden; for readers who may not change the app (full false) the probe
+// URLs' query strings too. The drill's stored spec keeps them (sealed).
+func (s Spec) redacted(full bool) Spec {
+	s = s.maskHeaders(HiddenValue)
+	if !full {
+		for i := range s.Probes {
+			s.Probes[i].URL = egress.RedactQuery(s.Probes[i].URL)
+		}
+	}
+	return s
+}
 
 // maskHeaders is s with every probe header value replaced by mask.
 func (s Spec) maskHeaders(mask string) Spec {
@@ -223,4 +253,30 @@ func (s Spec) maskHeaders(mask string) Spec {
 	}
 	s.Probes = probes
 	return s
+}
+
+// forReader removes what only those who may change the app see: answer
+// excerpts and probe query strings.
+func (p *Progress) forReader() {
+	for _, rounds := range [][]ProbeRound{p.Baseline, p.Degraded, p.After} {
+		for i := range rounds {
+			rounds[i].URL = egress.RedactQuery(rounds[i].URL)
+			if f := rounds[i].FirstFailure; f != nil {
+				c := *f
+				c.Body = ""
+				rounds[i].FirstFailure = &c
+			}
+		}
+	}
+	if p.Verdicts != nil {
+		for _, v := range p.Verdicts.all() {
+			kept := v.Details[:0:0]
+			for _, d := range v.Details {
+				if !strings.HasPrefix(d, firstFailingBody) {
+					kept = append(kept, d)
+				}
+			}
+			v.Details = kept
+		}
+	}
 }

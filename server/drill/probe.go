@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/server/egress"
+	"github.com/switchyard-io/switchyard/server/seal"
 )
 
 // ProbeRound is one round of a probe's requests and what they showed.
@@ -33,7 +36,8 @@ type ProbeRound struct {
 	P99MS float64 `json:"p99_ms"`
 	// SamplesMS are every request's latency, in order.
 	SamplesMS []float64 `json:"samples_ms"`
-	// FirstFailure is the first failing answer, body kept (up to 4 KiB).
+	// FirstFailure is the first failing answer, with an excerpt of its
+	// body (egress.Excerpt: at most 1 KiB, control characters removed).
 	FirstFailure *ProbeAnswer `json:"first_failure,omitempty"`
 }
 
@@ -45,20 +49,19 @@ type ProbeAnswer struct {
 	Body    string   `json:"body,omitempty"`
 }
 
-// keptBody bounds the failing body a report keeps.
-const keptBody = 4 << 10
-
 // readLimit bounds what is read of an answer.
 const readLimit = 1 << 20
 
-// prober sends probes.
-type prober struct{ client *http.Client }
+// prober sends probes through the egress guard: every connection is
+// checked where it is dialled, and a redirect is an answer, not followed.
+// Header values are stored sealed and opened only here, for the request.
+type prober struct {
+	client *http.Client
+	keys   *seal.Keyring
+}
 
-func newProber() *prober {
-	return &prober{client: &http.Client{
-		// A probe checks the endpoint it names: a redirect is an answer.
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}}
+func newProber(g *egress.Guard, keys *seal.Keyring) *prober {
+	return &prober{client: g.Client(5*time.Second, true), keys: keys}
 }
 
 // round sends the probe's requests one after another and checks each.
@@ -104,16 +107,20 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 	}
 	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, body)
 	if err != nil {
-		return 0, ProbeAnswer{Error: err.Error()}
+		return 0, ProbeAnswer{Error: egress.Reason(err)}
 	}
 	for k, v := range p.Headers {
-		req.Header.Set(k, v)
+		plain, err := pr.keys.Open(v)
+		if err != nil {
+			return 0, ProbeAnswer{Error: "header " + k + ": " + err.Error()}
+		}
+		req.Header.Set(k, plain)
 	}
 	req.Header.Set("User-Agent", "switchyard-drill")
 	start := time.Now()
 	res, err := pr.client.Do(req)
 	if err != nil {
-		return time.Since(start), ProbeAnswer{Error: err.Error()}
+		return time.Since(start), ProbeAnswer{Error: egress.Reason(err)}
 	}
 	raw, err := io.ReadAll(io.LimitReader(res.Body, readLimit))
 	res.Body.Close()
@@ -137,10 +144,7 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 		}
 	}
 	if ans.Error != "" || ans.Status != p.expectStatus || len(ans.Missing) > 0 {
-		ans.Body = string(raw)
-		if len(ans.Body) > keptBody {
-			ans.Body = ans.Body[:keptBody] + "…"
-		}
+		ans.Body = egress.Excerpt(raw, egress.MaxExcerpt)
 	}
 	return took, ans
 }
@@ -176,7 +180,7 @@ func (r ProbeRound) statusCounts() string {
 // describe says what a failing round showed, in one line.
 func (r ProbeRound) describe() string {
 	if r.FirstFailure == nil {
-		return fmt.Sprintf("%s %s: %d/%d as expected", r.Method, r.URL, r.Requests-r.Failures, r.Requests)
+		return fmt.Sprintf("%s %s: %d/%d as expected", r.Method, egress.RedactQuery(r.URL), r.Requests-r.Failures, r.Requests)
 	}
 	f := r.FirstFailure
 	what := fmt.Sprintf("status %d", f.Status)
@@ -186,5 +190,5 @@ func (r ProbeRound) describe() string {
 	case len(f.Missing) > 0:
 		what += ", missing " + strings.Join(f.Missing, ", ")
 	}
-	return fmt.Sprintf("%s %s: %d/%d failed (first: %s)", r.Method, r.URL, r.Failures, r.Requests, what)
+	return fmt.Sprintf("%s %s: %d/%d failed (first: %s)", r.Method, egress.RedactQuery(r.URL), r.Failures, r.Requests, what)
 }

@@ -42,8 +42,11 @@ const (
 // the job saw at each phase, so a new leader can finish or end the run and
 // the report shows why each verdict is what it is.
 type Progress struct {
-	Preflight     []Check `json:"preflight,omitempty"`
-	SwitchVersion int64   `json:"switch_version,omitempty"`
+	Preflight []Check `json:"preflight,omitempty"`
+	// HeldRules are the auto-trigger rules (app/name) that held their
+	// evaluation while the run degraded their app's fleet signals.
+	HeldRules     []string `json:"held_rules,omitempty"`
+	SwitchVersion int64    `json:"switch_version,omitempty"`
 	// Baseline are the probe rounds against the undegraded path.
 	Baseline []ProbeRound `json:"baseline_probes,omitempty"`
 
@@ -131,6 +134,9 @@ type Verdicts struct {
 	Fast            Verdict `json:"fast"`
 	Recovers        Verdict `json:"recovers"`
 }
+
+// firstFailingBody opens the verdict detail that holds an answer's excerpt.
+const firstFailingBody = "first failing body: "
 
 // Verdict is one check: its result, one line why, and its evidence.
 type Verdict struct {
@@ -378,7 +384,7 @@ func judgeFallback(p *Progress) Verdict {
 		if r.Failures > 0 {
 			bad = append(bad, r.describe())
 			if f := r.FirstFailure; f != nil && f.Body != "" {
-				details = append(details, "first failing body: "+f.Body)
+				details = append(details, firstFailingBody+f.Body)
 			}
 		}
 	}

@@ -11,20 +11,20 @@ import (
 
 // ReportFile is the run's report as a file to download: its name
 // (<app>-<drill>-<run>.md or .json), content type and body.
-func (r *Run) ReportFile(markdown bool) (name, contentType string, body []byte, err error) {
+func (r *Run) ReportFile(markdown, full bool) (name, contentType string, body []byte, err error) {
 	name = r.App + "-" + r.Drill + "-" + strconv.FormatInt(r.Number, 10)
 	if markdown {
-		return name + ".md", "text/markdown; charset=utf-8", []byte(r.Markdown()), nil
+		return name + ".md", "text/markdown; charset=utf-8", []byte(r.Markdown(full)), nil
 	}
-	body, err = json.Marshal(r.View())
+	body, err = json.Marshal(r.ViewFor(full))
 	return name + ".json", "application/json; charset=utf-8", body, err
 }
 
 // Markdown is the run's report as a Markdown summary: outcome, who or what
 // started it, timings, the four verdicts with their evidence, per-instance
-// convergence and the probe rounds.
-func (r *Run) Markdown() string {
-	v := r.View()
+// convergence and the probe rounds. full is as for View.
+func (r *Run) Markdown(full bool) string {
+	v := r.ViewFor(full)
 	p := v.Progress
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -49,6 +49,9 @@ func (r *Run) Markdown() string {
 	if p.LeaseTTLSeconds > 0 {
 		w("- Override: etcd revision %d, lease TTL %d s; removed at revision %d\n", p.OverrideRevision, p.LeaseTTLSeconds, p.RevertRevision)
 	}
+	if len(p.HeldRules) > 0 {
+		w("- Auto-triggers held while it ran: `%s`\n", strings.Join(p.HeldRules, "`, `"))
+	}
 	if len(p.Preflight) > 0 {
 		w("\n## Preflight\n\n")
 		for _, c := range p.Preflight {
@@ -71,8 +74,9 @@ func (r *Run) Markdown() string {
 			}
 			w("\n### %s\n\n", names[i])
 			for _, d := range x.Details {
-				if strings.HasPrefix(d, "first failing body: ") {
-					w("- first failing body:\n\n```json\n%s\n```\n", strings.TrimPrefix(d, "first failing body: "))
+				if body, ok := strings.CutPrefix(d, firstFailingBody); ok {
+					f := fence(body)
+					w("- first failing body:\n\n%sjson\n%s\n%s\n", f, body, f)
 					continue
 				}
 				w("- %s\n", d)
@@ -126,4 +130,20 @@ func msCell(v *int64) string {
 		return "—"
 	}
 	return fmt.Sprint(*v)
+}
+
+// fence is a Markdown code fence longer than any run of backticks in body,
+// so the body cannot close it early (CommonMark: a fence closes only on a
+// run at least as long as the one that opened it).
+func fence(body string) string {
+	longest, run := 0, 0
+	for _, c := range body {
+		if c == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/seal"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
 
@@ -32,7 +35,38 @@ type Config struct {
 	// 10s): a console that dies mid-run leaves an override that etcd
 	// deletes within it.
 	LeaseTTL time.Duration
-	Logger   *slog.Logger
+	// Keys seal the probes' header values at rest, in the drill and in
+	// every run's copy of its spec (nil: stored as given).
+	Keys *seal.Keyring
+	// Egress guards the probes: every connection is checked where it is
+	// dialled (nil: egress.Strict, no allowlist).
+	Egress *egress.Guard
+	// HeldRules lists the auto-trigger rules that run cause held since
+	// it started (trigger.Service.HeldBy), for its report; nil: none.
+	HeldRules func(ctx context.Context, cause string, since time.Time) ([]string, error)
+	Logger    *slog.Logger
+}
+
+// SignalsSettle is how long after a run ends its app's fleet signals
+// still show it: a rate spans the instances' last two reports.
+const SignalsSettle = 30 * time.Second
+
+// Running maps each app with a run whose override is or was in place
+// within SignalsSettle to the run's cause (for trigger.Drills: rules
+// reading the app's fleet signals hold meanwhile).
+func (s *Service) Running(ctx context.Context) (map[string]string, error) {
+	var runs []Run
+	settled := s.cfg.Service.Now().Add(-SignalsSettle)
+	err := s.db.WithContext(ctx).Where("started_at IS NOT NULL AND dry_run = ? AND (finished_at IS NULL OR finished_at > ?)", false, settled).
+		Order("id").Find(&runs).Error
+	if err != nil || len(runs) == 0 {
+		return nil, err
+	}
+	out := make(map[string]string, len(runs))
+	for i := range runs {
+		out[runs[i].App] = runs[i].Cause()
+	}
+	return out, nil
 }
 
 // DefaultLeaseTTL is the default Config.LeaseTTL.
@@ -58,7 +92,10 @@ func New(c Config) *Service {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber()}
+	if c.Egress == nil {
+		c.Egress = egress.Strict()
+	}
+	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress, c.Keys)}
 	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
 	c.Service.OnPersonChange(s.personChanged)
 	return s
@@ -124,9 +161,10 @@ func (s *Service) Get(ctx context.Context, app, name string) (*Drill, error) {
 	return &d, readErr(err, "drill "+app+"/"+name)
 }
 
-// validate checks a spec completely — its fields, the switch it drills and
-// the queries of its abort conditions — before anything is written.
-func (s *Service) validate(ctx context.Context, app string, sp *Spec, v server.FieldErrors) (*plan, error) {
+// validate checks a spec completely — its fields, the switch it drills,
+// the queries of its abort conditions and, when probes is set, what its
+// probes may reach and send — before anything is written.
+func (s *Service) validate(ctx context.Context, a server.Actor, app string, sp *Spec, probes bool, v server.FieldErrors) (*plan, error) {
 	if app == wire.GlobalApp {
 		v.Addf("app", "drills belong to one app; _global switches are not drilled")
 	}
@@ -160,6 +198,9 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v server.F
 		}
 	}
 	for j, p := range sp.Probes {
+		if probes {
+			s.checkProbe(a, p, fmt.Sprintf("probes[%d]", j), &v)
+		}
 		for k, f := range p.RequiredFields {
 			if !wire.Printable(f) || len(f) > 500 {
 				v.Addf(fmt.Sprintf("probes[%d].required_fields[%d]", j, k), "must be printable and at most 500 characters")
@@ -172,18 +213,39 @@ func (s *Service) validate(ctx context.Context, app string, sp *Spec, v server.F
 	return pl, nil
 }
 
+// checkProbe refuses, at save time, a probe whose literal host the egress
+// guard refuses (a name is checked when dialled), and a probe that could
+// change something — a method other than GET or HEAD, or headers of its
+// own — unless an admin saves it or an admin allowlisted its host.
+func (s *Service) checkProbe(a server.Actor, p Probe, f string, v *server.FieldErrors) {
+	if err := s.cfg.Egress.CheckURL(p.URL); err != nil {
+		v.Addf(f+".url", "%v", err)
+		return
+	}
+	if a.Role == server.RoleAdmin || s.cfg.Egress.Allowlisted(p.URL) {
+		return
+	}
+	if m := strings.ToUpper(p.Method); m != "" && m != http.MethodGet && m != http.MethodHead {
+		v.Addf(f+".method", "%s needs an admin, or a host an admin allowlisted (--egress-allow); others probe with GET or HEAD", m)
+	}
+	if len(p.Headers) > 0 {
+		v.Addf(f+".headers", "custom headers need an admin, or a host an admin allowlisted (--egress-allow)")
+	}
+}
+
 // Create adds a drill.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*Drill, error) {
 	var v server.FieldErrors
 	if !wire.ValidName(in.Name) {
 		v.Addf("name", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
-	pl, err := s.validate(ctx, app, &in.Spec, v)
+	keepHidden(&in.Spec, Spec{}, &v) // nothing is stored yet: (hidden) and sealed-looking values are refused
+	pl, err := s.validate(ctx, a, app, &in.Spec, true, v)
 	if err != nil {
 		return nil, err
 	}
 	now := s.cfg.Service.Now()
-	spec, _ := json.Marshal(in.Spec)
+	spec, _ := json.Marshal(sealHeaders(in.Spec, s.cfg.Keys))
 	d := &Drill{App: app, Name: in.Name, SwitchName: in.Switch, Spec: string(spec), Enabled: pl.enabled,
 		LastScheduledAt: &now, Version: 1, Reason: strings.TrimSpace(in.Reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillCreate, Reason: in.Reason, App: app,
@@ -238,7 +300,12 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	}
 	body, _ := json.Marshal(merged)
 	var sp Spec
-	pl, err := s.validate(ctx, app, &sp, server.DecodeJSON(body, &sp))
+	v := server.DecodeJSON(body, &sp)
+	_, probes := rest["probes"]
+	if old, err := cur.spec(); err == nil && probes {
+		keepHidden(&sp, old, &v)
+	}
+	pl, err := s.validate(ctx, a, app, &sp, probes, v)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +322,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			before := d.View(now)
 			old, _ := d.spec()
-			spec, _ := json.Marshal(sp)
+			spec, _ := json.Marshal(sealHeaders(sp, s.cfg.Keys))
 			d.Spec, d.SwitchName, d.Enabled = string(spec), sp.Switch, pl.enabled
 			if old.Schedule != sp.Schedule || old.Timezone != sp.Timezone || !d.Enabled {
 				d.LastScheduledAt = &now // a new schedule starts from now: nothing is owed
@@ -276,6 +343,94 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			return d.Target(), before, d.View(now), nil
 		}})
 	return out, err
+}
+
+// sealHeaders returns sp with every probe header value sealed (values
+// already sealed, such as those keepHidden put back, stay as they are).
+func sealHeaders(sp Spec, keys *seal.Keyring) Spec {
+	probes := make([]Probe, len(sp.Probes))
+	for i, p := range sp.Probes {
+		if len(p.Headers) > 0 {
+			h := make(map[string]string, len(p.Headers))
+			for k, v := range p.Headers {
+				if !seal.IsSealed(v) {
+					v = keys.Seal(v)
+				}
+				h[k] = v
+			}
+			p.Headers = h
+		}
+		probes[i] = p
+	}
+	sp.Probes = probes
+	return sp
+}
+
+// Reseal seals the probe header values of every drill under keys' first
+// key and returns how many drills it changed (runs keep no header values).
+// `console secrets rotate` runs it.
+func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
+	n := 0
+	for _, table := range []string{"drills"} {
+		var rows []struct {
+			ID   int64
+			Spec string
+		}
+		if err := db.WithContext(ctx).Table(table).Select("id, spec").Find(&rows).Error; err != nil {
+			return n, err
+		}
+		for _, r := range rows {
+			var sp Spec
+			if json.Unmarshal([]byte(r.Spec), &sp) != nil {
+				continue
+			}
+			changed := false
+			for i := range sp.Probes {
+				for k, v := range sp.Probes[i].Headers {
+					out, ch, err := keys.Reseal(v)
+					if err != nil {
+						return n, fmt.Errorf("%s %d: header %s: %w", table, r.ID, k, err)
+					}
+					sp.Probes[i].Headers[k], changed = out, changed || ch
+				}
+			}
+			if !changed {
+				continue
+			}
+			b, _ := json.Marshal(sp)
+			if err := db.WithContext(ctx).Table(table).Where("id = ?", r.ID).Update("spec", string(b)).Error; err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+// keepHidden puts the stored value back for every probe header a PATCH
+// sends as HiddenValue (what every view shows), matching the probe by its
+// place and URL: a client that edits one field and sends the rest back as
+// it read them keeps the secrets it never saw.
+func keepHidden(sp *Spec, old Spec, v *server.FieldErrors) {
+	for i := range sp.Probes {
+		p := &sp.Probes[i]
+		for k, val := range p.Headers {
+			if seal.IsSealed(val) {
+				v.Addf(fmt.Sprintf("probes[%d].headers", i), "%q: a value may not start with %q", k, seal.Prefix)
+				continue
+			}
+			if val != HiddenValue {
+				continue
+			}
+			if i < len(old.Probes) && old.Probes[i].URL == p.URL {
+				if stored, ok := old.Probes[i].Headers[k]; ok {
+					p.Headers[k] = stored
+					continue
+				}
+			}
+			v.Addf(fmt.Sprintf("probes[%d].headers", i), "%q: %s stands for a stored value, and this probe has none for it; send the value", k, HiddenValue)
+		}
+	}
 }
 
 // Delete removes a drill; its runs stay as history. A drill with a run in

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Spec is what a drill does, as the API takes it and as it is stored.
@@ -100,8 +101,29 @@ type Condition struct {
 	Query     string  `json:"query"`
 	Op        string  `json:"op"` // > >= < <=
 	Threshold float64 `json:"threshold"`
-	// OnNoData is what no data means: "continue" (default) or "abort".
+	// OnNoData is what no data counts as, in the vocabulary triggers and
+	// gates share (signal.Hold, …): hold (the default: the run goes on),
+	// not_breaching (the same) or breaching (it aborts). The older
+	// "continue" and "abort" still mean hold and breaching.
 	OnNoData string `json:"on_no_data,omitempty"`
+	// OnError is what a failed query counts as: breaching (the default:
+	// a drill does not go on blind, and aborting reverts the override),
+	// hold or not_breaching (the run goes on).
+	OnError string `json:"on_error,omitempty"`
+}
+
+// treatment is what an abort condition's on_no_data or on_error means,
+// with the older drill words mapped and def for "".
+func treatment(t, def string) string {
+	switch t {
+	case "":
+		return def
+	case "continue":
+		return signal.Hold
+	case "abort":
+		return signal.Breaching
+	}
+	return t
 }
 
 // Blackout is a time no run may start: a fixed window (start, end) or a
@@ -306,8 +328,11 @@ func (s *Spec) compile() (*plan, error) {
 		if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
 			v.Addf(f+".threshold", "must be a finite number")
 		}
-		if c.OnNoData != "" && c.OnNoData != "continue" && c.OnNoData != "abort" {
-			v.Addf(f+".on_no_data", `must be "continue" or "abort"`)
+		if err := signal.CheckTreatment(treatment(c.OnNoData, signal.Hold)); err != nil {
+			v.Add(f+".on_no_data", err.Error())
+		}
+		if err := signal.CheckTreatment(treatment(c.OnError, signal.Breaching)); err != nil {
+			v.Add(f+".on_error", err.Error())
 		}
 	}
 	p.conditions = s.Abort.Conditions

@@ -33,6 +33,9 @@ const (
 	DrillFailed    Kind = "drill_failed"    // a drill's verdict failed
 	RolloutPaused  Kind = "rollout_paused"  // a staged rollout paused by a gate or a person
 	TriggerHandoff Kind = "trigger_handoff" // an auto-trigger hit max_on and handed the switch to a person
+	// TriggerOverridden: another automation changed a switch against
+	// what its auto-trigger held; the rule locked.
+	TriggerOverridden Kind = "trigger_overridden"
 )
 
 // Severities.
@@ -199,6 +202,24 @@ func OpenCounts(db *gorm.DB) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, r := range rows {
 		out[r.Severity] = r.N
+	}
+	return out, err
+}
+
+// OpenByKind returns the number of open findings of every kind (zero
+// included).
+func OpenByKind(db *gorm.DB) (map[Kind]int64, error) {
+	var rows []struct {
+		Kind Kind
+		N    int64
+	}
+	err := db.Model(&Finding{}).Select("kind, count(*) AS n").Where("resolved_at IS NULL").Group("kind").Scan(&rows).Error
+	out := make(map[Kind]int64, len(Kinds))
+	for _, k := range Kinds {
+		out[k] = 0
+	}
+	for _, r := range rows {
+		out[r.Kind] = r.N
 	}
 	return out, err
 }

@@ -54,6 +54,10 @@ func TestOpenResolve(t *testing.T) {
 		if counts, err := finding.OpenCounts(db); err != nil || counts[finding.Warning] != 1 {
 			t.Fatalf("open counts %v %v", counts, err)
 		}
+		byKind, err := finding.OpenByKind(db)
+		if err != nil || len(byKind) != len(finding.Kinds) || byKind[finding.ExpiredOn] != 1 || byKind[finding.TriggerLocked] != 0 {
+			t.Fatalf("open by kind %v %v: want expired_on 1 and every other kind 0", byKind, err)
+		}
 		if s, err := db.DB(); err == nil {
 			s.Close()
 		}

@@ -61,6 +61,16 @@ var (
 	labelPattern = regexp.MustCompile(`^\s*([a-z_]+)\s*=\s*"((?:[^"\\]|\\.)*)"\s*$`)
 )
 
+// QueryApp is the app whose signals fleet query q of a rule of app reads
+// (its app label, app by default); "" when q does not parse.
+func QueryApp(q, app string) string {
+	pq, err := parseQuery(q, app)
+	if err != nil {
+		return ""
+	}
+	return pq.app
+}
+
 // parseQuery parses q; app is the default of the app label.
 func parseQuery(q, app string) (query, error) {
 	m := queryPattern.FindStringSubmatch(q)

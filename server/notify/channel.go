@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Formats of a channel's requests.
@@ -135,12 +136,17 @@ type ChannelPatch struct {
 	Format  *string   `json:"format"`
 }
 
-// apply copies the patch onto c; now is when a new secret was set.
+// HiddenSecret is how a client that read a channel may send its secret
+// back: the stored secret stays.
+const HiddenSecret = "(hidden)"
+
+// apply copies the patch onto c; now is when a new secret was set. A
+// secret of HiddenSecret keeps the stored one.
 func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 	if p.URL != nil {
 		c.URL = strings.TrimSpace(*p.URL)
 	}
-	if p.Secret != nil {
+	if p.Secret != nil && *p.Secret != HiddenSecret {
 		c.Secret, c.SecretSetAt = *p.Secret, now
 	}
 	if p.Events != nil {
@@ -155,8 +161,9 @@ func (p *ChannelPatch) apply(c *Channel, now time.Time) {
 }
 
 // validate checks every field of c (and the change's reason); the error
-// names each bad field.
-func (c *Channel) validate(reason string) error {
+// names each bad field. A URL whose literal host the egress guard refuses
+// is refused here; a name is checked when it is dialled.
+func (c *Channel) validate(reason string, g *egress.Guard) error {
 	var v server.FieldErrors
 	if !wire.ValidName(c.Name) {
 		v.Add("name", "must match "+wire.NamePattern.String())
@@ -165,6 +172,8 @@ func (c *Channel) validate(reason string) error {
 		v.Add("url", "must be an http:// or https:// URL with a host")
 	} else if len(c.URL) > maxURLLen || !wire.Printable(c.URL) {
 		v.Add("url", "must be at most 2000 printable characters")
+	} else if err := g.CheckURL(c.URL); err != nil {
+		v.Add("url", err.Error())
 	}
 	switch {
 	case c.Secret == "":

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/server/egress"
 )
 
 // Delivery states.
@@ -59,22 +59,6 @@ type result struct {
 
 func (r result) ok() bool { return r.Err == "" }
 
-// newClient is the HTTP client of deliveries: no redirects (a signed
-// request goes where the channel says, nowhere else), no idle connections
-// kept (deliveries are rare; nothing lingers after a shutdown), each
-// request bounded by the caller's context.
-func newClient() *http.Client {
-	return &http.Client{
-		Transport: &http.Transport{
-			Proxy:               http.ProxyFromEnvironment,
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
-			TLSHandshakeTimeout: 5 * time.Second,
-			DisableKeepAlives:   true,
-		},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-	}
-}
-
 // send makes one attempt: the signed request, bounded by timeout.
 func (s *Service) send(ctx context.Context, at attempt) result {
 	start := time.Now()
@@ -94,12 +78,16 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 	if err != nil {
 		return result{Err: "request: " + err.Error()}
 	}
+	secret, err := s.cfg.Keys.Open(at.ch.Secret)
+	if err != nil {
+		return result{Err: err.Error()}
+	}
 	ts := s.svc.Now().Unix()
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "Switchyard-Notify/1")
 	h.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-	h.Set(HeaderSignature, Sign(at.ch.Secret, ts, body))
+	h.Set(HeaderSignature, Sign(secret, ts, body))
 	h.Set(HeaderEvent, at.ev.Kind)
 	h.Set(HeaderDelivery, strconv.FormatInt(at.d.ID, 10))
 	h.Set(HeaderAttempt, strconv.Itoa(at.d.Attempts))
@@ -109,7 +97,7 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return result{Err: fmt.Sprintf("no answer within %v", s.cfg.Timeout)}
 		}
-		return result{Err: cleanErr(err)}
+		return result{Err: egress.Reason(err)}
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
@@ -118,23 +106,13 @@ func (s *Service) post(ctx context.Context, at attempt) result {
 		return res
 	}
 	res.Err = "HTTP " + strconv.Itoa(resp.StatusCode)
-	if t := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "?")); t != "" {
+	if t := egress.Excerpt(snippet, 200); t != "" {
 		res.Err += ": " + t
 	}
 	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
 		res.RetryAfter = time.Duration(secs) * time.Second
 	}
 	return res
-}
-
-// cleanErr drops the method and URL Go puts in front of a transport error:
-// the URL may carry a token, and the delivery log shows the error.
-func cleanErr(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // retryPolicy bounds the retries of a delivery.

@@ -80,7 +80,7 @@ func (j *Job) dispatch(ctx context.Context, t server.Term, now time.Time) error 
 	}
 	for range 10 {
 		var n int
-		_, err := j.s.svc.InTerm(ctx, t, func(jt *server.JobTx) error {
+		_, err := j.s.svc.InTermLazyAudit(ctx, t, func(jt *server.JobTx) error {
 			tx := jt.DB()
 			var evs []row
 			if err := tx.Where("dispatched_at IS NULL").Order("id").Limit(dispatchBatch).Find(&evs).Error; err != nil || len(evs) == 0 {
@@ -161,7 +161,7 @@ func (j *Job) start(ctx context.Context, t server.Term, now time.Time) error {
 		return nil
 	}
 	var claimed []attempt
-	_, err := j.s.svc.InTerm(ctx, t, func(jt *server.JobTx) error {
+	_, err := j.s.svc.InTermLazyAudit(ctx, t, func(jt *server.JobTx) error {
 		claimed = claimed[:0]
 		tx := jt.DB()
 		lease := now.Add(cfg.lease())
@@ -236,7 +236,7 @@ func (j *Job) deliver(ctx context.Context, t server.Term, at attempt) {
 	if !res.ok() && ctx.Err() == nil {
 		log.Warn("notify: delivery attempt failed", "channel", at.ch.Name, "delivery", at.d.ID, "attempt", at.d.Attempts, "event", at.ev.EventKey, "err", res.Err)
 	}
-	_, err := j.s.svc.InTerm(ctx, t, func(jt *server.JobTx) error {
+	_, err := j.s.svc.InTermLazyAudit(ctx, t, func(jt *server.JobTx) error {
 		return finish(jt.DB(), at, res, j.s.svc.Now(), j.s.cfg.retry())
 	})
 	if err != nil && ctx.Err() == nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
 	"github.com/switchyard-io/switchyard/server/notify"
 )
 
@@ -54,12 +55,15 @@ type fixture struct {
 	db    *gorm.DB
 	clock *clock
 	term  server.Term
+	// egress allowlists the receivers the test saves channels to, and
+	// nothing else.
+	egress *egress.Guard
 }
 
 func newFixture(t *testing.T, url string) *fixture {
 	t.Helper()
 	db := servertest.OpenDB(t, url, t.TempDir())
-	f := &fixture{db: db, clock: &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}, term: server.Term{Rev: 1, Holder: "test"}}
+	f := &fixture{db: db, clock: &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}, term: server.Term{Rev: 1, Holder: "test"}, egress: egress.Strict()}
 	f.svc = server.NewService(db, nil, server.WithClock(f.clock.Now))
 	f.claim(t, f.term)
 	return f
@@ -144,7 +148,12 @@ func (r *receiver) requests() []request {
 
 func (f *fixture) channel(t *testing.T, name, url string, events ...string) {
 	t.Helper()
-	if _, err := notify.New(f.svc, notify.Config{}).CreateChannel(context.Background(), admin, notify.ChannelInput{
+	if strings.HasPrefix(url, "http://127.0.0.1:") { // a receiver this test started
+		if err := f.egress.Allow(strings.TrimPrefix(url, "http://")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := notify.New(f.svc, notify.Config{Egress: f.egress}).CreateChannel(context.Background(), admin, notify.ChannelInput{
 		Name: name, URL: url, Secret: secret, Events: events, Reason: "test channel"}); err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +192,7 @@ func TestRetriesUntilDelivered(t *testing.T) {
 		other := newReceiver(t)
 		f.channel(t, "ops", rcv.srv.URL, string(notify.ExpiryReminder))
 		f.channel(t, "drills", other.srv.URL, string(notify.DrillFailed))
-		svc := notify.New(f.svc, notify.Config{MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
+		svc := notify.New(f.svc, notify.Config{Egress: f.egress, MinBackoff: time.Minute, MaxBackoff: 10 * time.Minute})
 		job := svc.Job()
 		f.enqueue(t, "expiry/checkout/reco@1/expired", notify.ExpiryReminder)
 
@@ -255,20 +264,33 @@ func TestGivesUpAfterRetryFor(t *testing.T) {
 	}
 	rcv := newReceiver(t, always...)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute, RetryFor: 30 * time.Minute})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, MinBackoff: time.Minute, MaxBackoff: 8 * time.Minute, RetryFor: 30 * time.Minute})
 	job := svc.Job()
 	f.enqueue(t, "k1", notify.ExpiryEscalation)
-	for range 60 {
+	health := func(want notify.Health) {
+		t.Helper()
+		if h, err := svc.Health(ctx, f.clock.Now()); err != nil || h != want {
+			t.Fatalf("delivery health %+v %v, want %+v", h, err, want)
+		}
+	}
+	health(notify.Health{})
+	for i := range 60 {
 		if err := job.Step(ctx, f.term, f.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 		job.Wait()
+		if i == 0 {
+			health(notify.Health{Retrying: 1}) // the first attempt failed
+		}
 		f.clock.Add(time.Minute)
 	}
 	d := f.deliveries(t, svc, "ops")
 	if len(d) != 1 || d[0].Status != notify.StatusFailed || d[0].FinishedAt == nil || d[0].Error == "" {
 		t.Fatalf("after an hour of failures: %+v", d)
 	}
+	health(notify.Health{FailedLastHour: 1})
+	f.clock.Add(time.Hour)
+	health(notify.Health{}) // given up more than an hour ago
 	// Waits of 1m, 2m, 4m, then 8m each (half fixed, half jitter), taken
 	// at the next step of a minute: 6 attempts fit 30 minutes with the
 	// longest waits, 10 with the shortest.
@@ -288,7 +310,7 @@ func TestHangingReceiverHoldsOneSlot(t *testing.T) {
 	rcv := newReceiver(t)
 	f.channel(t, "hole", "http://"+hole, notify.AllKinds)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Timeout: 3 * time.Second})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, Timeout: 3 * time.Second})
 	job := svc.Job()
 	f.enqueue(t, "k1", notify.ExpiryReminder)
 	began := time.Now()
@@ -372,7 +394,7 @@ func TestNewLeaderRetriesUnfinished(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
 	f.channel(t, "ops", slow.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{Timeout: 2 * time.Second})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress, Timeout: 2 * time.Second})
 	f.enqueue(t, "k1", notify.ExpiryReminder)
 
 	oldCtx, die := context.WithCancel(context.Background())
@@ -426,15 +448,15 @@ func TestSendTest(t *testing.T) {
 	ok, bad := newReceiver(t), newReceiver(t, 500)
 	f.channel(t, "ok", ok.srv.URL, string(notify.ChannelTest))
 	f.channel(t, "bad", bad.srv.URL, string(notify.ChannelTest))
-	svc := notify.New(f.svc, notify.Config{})
-	d, err := svc.SendTest(ctx, admin, "ok")
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress})
+	d, err := svc.SendTest(ctx, admin, "ok", "check the receiver")
 	if err != nil || d.Status != notify.StatusDelivered || d.Kind != string(notify.ChannelTest) || d.ResponseCode != 200 {
 		t.Fatalf("test of a good channel: %+v %v", d, err)
 	}
 	if n := len(ok.requests()); n != 1 || len(bad.requests()) != 0 {
 		t.Fatalf("requests: ok %d, bad %d", n, len(bad.requests()))
 	}
-	d, err = svc.SendTest(ctx, admin, "bad")
+	d, err = svc.SendTest(ctx, admin, "bad", "check the receiver")
 	if err != nil || d.Status != notify.StatusFailed || d.ResponseCode != 500 || d.Attempts != 1 {
 		t.Fatalf("test of a failing channel: %+v %v", d, err)
 	}
@@ -458,8 +480,18 @@ func TestSendTest(t *testing.T) {
 		t.Fatalf("the audit event shows too much: %s", evs[0].After)
 	}
 	viewer := server.Actor{Name: "v", Kind: audit.ActorToken, Role: server.RoleViewer}
-	if _, err := svc.SendTest(ctx, viewer, "ok"); !errors.Is(err, server.ErrForbidden) {
+	if _, err := svc.SendTest(ctx, viewer, "ok", "check the receiver"); !errors.Is(err, server.ErrForbidden) {
 		t.Fatalf("a viewer sent a test: %v", err)
+	}
+	// Each test send is audited with its reason; one without a reason is
+	// refused before anything is sent.
+	tests, _, err := f.svc.ListAudit(ctx, audit.Filter{Target: "channel/ok", Action: audit.ChannelTest})
+	if err != nil || len(tests) != 1 || tests[0].Action != audit.ChannelTest || tests[0].Reason != "check the receiver" {
+		t.Fatalf("audit of the test sends: %+v %v", tests, err)
+	}
+	var ve *server.ValidationError
+	if _, err := svc.SendTest(ctx, admin, "ok", " "); !errors.As(err, &ve) || len(ok.requests()) != 1 {
+		t.Fatalf("a test without a reason: %v, %d requests", err, len(ok.requests()))
 	}
 }
 
@@ -471,7 +503,7 @@ func TestPrune(t *testing.T) {
 	ctx := context.Background()
 	rcv := newReceiver(t)
 	f.channel(t, "ops", rcv.srv.URL, notify.AllKinds)
-	svc := notify.New(f.svc, notify.Config{})
+	svc := notify.New(f.svc, notify.Config{Egress: f.egress})
 	job := svc.Job()
 	step := func() {
 		t.Helper()

@@ -40,7 +40,7 @@ func (e *row) body(format, ns string) ([]byte, error) {
 	if format != FormatSlack {
 		return json.Marshal(p)
 	}
-	text := "[" + ns + "] " + p.Title
+	text := "[" + slackEscape(ns) + "] " + slackEscape(p.Title)
 	section := "*" + slackEscape(p.Title) + "*"
 	if p.Body != "" {
 		section += "\n" + slackEscape(p.Body)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/egress"
+	"github.com/switchyard-io/switchyard/server/seal"
 )
 
 // Config tunes deliveries; zero fields take the defaults.
@@ -34,6 +36,11 @@ type Config struct {
 	// every slot.
 	Concurrency, PerChannel int
 	Logger                  *slog.Logger
+	// Keys seal the channels' secrets at rest (nil: stored as given).
+	Keys *seal.Keyring
+	// Egress guards the deliveries: every connection is checked where it
+	// is dialled (nil: egress.Strict, no allowlist).
+	Egress *egress.Guard
 }
 
 func (c *Config) defaults() {
@@ -55,6 +62,9 @@ func (c *Config) defaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Egress == nil {
+		c.Egress = egress.Strict()
 	}
 }
 
@@ -79,7 +89,7 @@ type Service struct {
 // New returns the channels service on svc's database.
 func New(svc *server.Service, cfg Config) *Service {
 	cfg.defaults()
-	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: newClient()}
+	return &Service{svc: svc, db: svc.DB(), cfg: cfg, client: cfg.Egress.Client(5*time.Second, false)}
 }
 
 func mayManage(a server.Actor) error {
@@ -134,9 +144,10 @@ func (s *Service) CreateChannel(ctx context.Context, a server.Actor, in ChannelI
 	if ch.Format == "" {
 		ch.Format = FormatJSON
 	}
-	if err := ch.validate(in.Reason); err != nil {
+	if err := ch.validate(in.Reason, s.cfg.Egress); err != nil {
 		return nil, err
 	}
+	ch.Secret = s.cfg.Keys.Seal(ch.Secret)
 	err := s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelCreate, Reason: in.Reason,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			stamp(ch, a, in.Reason, 1, now)
@@ -169,10 +180,14 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			}
 			now := s.svc.Now()
 			next := *cur
+			if next.Secret, err = s.cfg.Keys.Open(cur.Secret); err != nil {
+				return "", nil, nil, fmt.Errorf("%w: channel %s: %w", server.ErrUnavailable, name, err)
+			}
 			p.apply(&next, now)
-			if err := next.validate(p.Reason); err != nil {
+			if err := next.validate(p.Reason, s.cfg.Egress); err != nil {
 				return "", nil, nil, err
 			}
+			next.Secret = s.cfg.Keys.Seal(next.Secret)
 			if err := server.CheckVersion(p.Version, cur.Version); err != nil {
 				return "", nil, nil, err
 			}
@@ -291,9 +306,13 @@ func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryV
 // SendTest sends a channel.test event to channel name now, from this
 // console, once (no retries), and returns its entry in the delivery log:
 // what an admin needs to know whether the receiver accepts our requests.
-func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (DeliveryView, error) {
+// It takes a reason and is audited like every other write.
+func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason string) (DeliveryView, error) {
 	if err := mayManage(a); err != nil {
 		return DeliveryView{}, err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return DeliveryView{}, &server.ValidationError{Fields: []*server.FieldError{{Field: "reason", Msg: "is required: say why you make this change"}}}
 	}
 	ch, err := s.GetChannel(ctx, name)
 	if err != nil {
@@ -306,17 +325,21 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (De
 		Body:  "Sent by " + a.Name + " with the channel's secret; a receiver that verified the signature accepts the events it subscribes to.",
 		Data:  `{"channel":"` + ch.Name + `"}`, CreatedAt: now, DispatchedAt: &now,
 	}}
-	err = s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(&at.ev).Error; err != nil {
-			return err
-		}
-		lease := now.Add(s.cfg.lease())
-		at.d = delivery{NotificationID: at.ev.ID, ChannelID: ch.ID, Status: StatusSending, Attempts: 1,
-			LastAttemptAt: &now, NextAttemptAt: &lease, CreatedAt: now}
-		return tx.Create(&at.d).Error
-	})
+	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: reason,
+		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := tx.Create(&at.ev).Error; err != nil {
+				return "", nil, nil, err
+			}
+			lease := now.Add(s.cfg.lease())
+			at.d = delivery{NotificationID: at.ev.ID, ChannelID: ch.ID, Status: StatusSending, Attempts: 1,
+				LastAttemptAt: &now, NextAttemptAt: &lease, CreatedAt: now}
+			if err := tx.Create(&at.d).Error; err != nil {
+				return "", nil, nil, err
+			}
+			return ch.Target(), nil, map[string]any{"test_delivery": at.d.ID, "url": RedactURL(ch.URL)}, nil
+		}})
 	if err != nil {
-		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+		return DeliveryView{}, err
 	}
 	res := s.send(ctx, at)
 	// A test is tried once: the admin sees the answer now. Its outcome is
@@ -332,4 +355,29 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name string) (De
 		return DeliveryView{}, fmt.Errorf("%w: the test delivery is not in the log", server.ErrUnavailable)
 	}
 	return list[0], nil
+}
+
+// Reseal seals every channel secret under keys' first key (opening it with
+// whichever key sealed it, or taking it as stored before sealing was on)
+// and returns how many it changed. `console secrets rotate` runs it.
+func Reseal(ctx context.Context, db *gorm.DB, keys *seal.Keyring) (int, error) {
+	var list []Channel
+	if err := db.WithContext(ctx).Find(&list).Error; err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ch := range list {
+		out, changed, err := keys.Reseal(ch.Secret)
+		if err != nil {
+			return n, fmt.Errorf("channel %s: %w", ch.Name, err)
+		}
+		if !changed {
+			continue
+		}
+		if err := db.WithContext(ctx).Model(&Channel{}).Where("id = ?", ch.ID).Update("secret", out).Error; err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

@@ -129,10 +129,11 @@ func TestRedactURL(t *testing.T) {
 }
 
 // TestSlackBody: a Slack-format delivery has text and blocks, escapes
-// mrkdwn's <, > and &, and carries the idempotency key in its context.
+// mrkdwn's <, > and & in its text as in its blocks (a title cannot ping
+// a channel), and carries the idempotency key in its context.
 func TestSlackBody(t *testing.T) {
 	e := row{EventKey: "expiry/checkout/reco@1/expired", Kind: string(ExpiryReminder), Target: "switch/checkout/reco",
-		Title: "checkout/reco is on past its expiry", Body: "reason: <!channel> & co", Data: "{}", CreatedAt: time.Unix(1733050000, 0)}
+		Title: "checkout/reco is on past its expiry <!channel>", Body: "reason: <!channel> & co", Data: "{}", CreatedAt: time.Unix(1733050000, 0)}
 	b, err := e.body(FormatSlack, "prod")
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func TestSlackBody(t *testing.T) {
 	if err := json.Unmarshal(b, &msg); err != nil {
 		t.Fatal(err)
 	}
-	if msg.Text != "[prod] checkout/reco is on past its expiry" || len(msg.Blocks) != 2 {
+	if msg.Text != "[prod] checkout/reco is on past its expiry &lt;!channel&gt;" || len(msg.Blocks) != 2 {
 		t.Fatalf("message %s", b)
 	}
 	if !strings.Contains(msg.Blocks[0].Text.Text, "&lt;!channel&gt; &amp; co") || strings.Contains(string(b), "<!channel>") {

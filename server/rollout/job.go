@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Job is the leader job that advances the active plans (a lead.Job and
@@ -69,11 +70,15 @@ func (s *Service) step(ctx context.Context, t server.Term, r *run, now time.Time
 		ob.Verdicts = s.measure(ctx, r, now)
 	}
 	next, act := Next(r.plan, r.State, r.progress, ob, now)
-	if act.Kind == Wait && sameProgress(next, r.progress) {
+	if act.Kind == Wait && sameProgress(next, r.progress) && !r.adopted {
 		return nil
 	}
 	orig := r.progress.clone()
-	_, err = s.svc.InTerm(ctx, t, func(j *server.JobTx) error { return s.carryOut(j, r, next, act, now) })
+	inTerm := s.svc.InTerm
+	if act.Kind == Wait {
+		inTerm = s.svc.InTermLazyAudit // saves the progress only: no audit lock
+	}
+	_, err = inTerm(ctx, t, func(j *server.JobTx) error { return s.carryOut(j, r, next, act, now) })
 	var ve *server.ValidationError
 	switch {
 	case errors.Is(err, errStale), errors.Is(err, server.ErrConflict):
@@ -103,7 +108,13 @@ func (s *Service) observe(ctx context.Context, r *run) (Observation, error) {
 		return ob, err
 	}
 	if want := r.expectedVersion(); sw.Version != want {
-		ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneLine(sw.Reason, 200))
+		if r.holds(sw) {
+			// A renewal or a metadata edit: the switch does what the plan
+			// set, so the plan takes the new version as its own.
+			r.adopt(sw.Version)
+		} else {
+			ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneLine(sw.Reason, 200))
+		}
 	}
 	ob.Synced = s.fleet.Synced()
 	if l := s.live(r); l != nil {
@@ -123,21 +134,19 @@ func (s *Service) observe(ctx context.Context, r *run) (Observation, error) {
 	return ob, nil
 }
 
-// measure asks each condition of the current step's gate at now. No
-// data and errors are outcomes of their own, never a value.
+// measure asks every condition of the current step's gate at now,
+// concurrently and each within the one query timeout of server/signal, so
+// a source that does not answer delays the step by one timeout at most.
+// No data and errors are outcomes of their own, never a value.
 func (s *Service) measure(ctx context.Context, r *run, now time.Time) []Verdict {
 	g := r.plan.Steps[r.progress.current().Index].Gate
-	out := make([]Verdict, 0, len(g.Conditions))
+	qs := make([]signal.Query, len(g.Conditions))
 	for i, c := range g.Conditions {
-		src, err := s.sources.For(c.Source, r.App)
-		if err != nil {
-			out = append(out, c.Verdict(i, 0, false, err))
-			continue
-		}
-		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		sample, err := src.Query(qctx, c.Query, now)
-		cancel()
-		out = append(out, c.Verdict(i, sample.Value, sample.OK, err))
+		qs[i] = signal.Query{Source: c.Source, App: r.App, Query: c.Query}
+	}
+	out := make([]Verdict, len(qs))
+	for i, m := range s.sources.MeasureAll(ctx, qs, now) {
+		out[i] = g.Conditions[i].Verdict(i, m)
 	}
 	return out
 }

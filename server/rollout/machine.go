@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // This file is the plan's state machine: pure functions of the plan, its
@@ -256,8 +257,9 @@ func measure(p Plan, pr *Progress, cur *StepRecord, verdicts []Verdict, now time
 
 // classify names the first failing condition, the first one without data
 // that pauses, and the first one whose source failed ("" when none).
-// No data counts as the gate's on_no_data says.
+// No data counts as the gate's on_no_data says, an error as its on_error.
 func classify(g Gate, verdicts []Verdict) (failed, noData, errored string) {
+	onNoData, onError := treatment(g.OnNoData), treatment(g.OnError)
 	for _, v := range verdicts {
 		if v.Condition < 0 || v.Condition >= len(g.Conditions) {
 			continue
@@ -267,11 +269,13 @@ func classify(g Gate, verdicts []Verdict) (failed, noData, errored string) {
 		switch {
 		case v.Outcome == VerdictFail && failed == "":
 			failed = fmt.Sprintf("%s was %s", name, v.Value)
-		case v.Outcome == VerdictNoData && g.OnNoData == NoDataFail && failed == "":
+		case v.Outcome == VerdictNoData && onNoData == NoDataFail && failed == "":
 			failed = name + " had no data"
-		case v.Outcome == VerdictNoData && g.OnNoData == NoDataPause && noData == "":
+		case v.Outcome == VerdictNoData && onNoData == NoDataPause && noData == "":
 			noData = name
-		case v.Outcome == VerdictError && errored == "":
+		case v.Outcome == VerdictError && onError == NoDataFail && failed == "":
+			failed = name + " could not be measured: " + oneLine(v.Error, 200)
+		case v.Outcome == VerdictError && onError == NoDataPause && errored == "":
 			errored = name + ": " + oneLine(v.Error, 200)
 		}
 	}
@@ -298,15 +302,15 @@ func MeasureDue(p Plan, state string, pr Progress, now time.Time) bool {
 }
 
 // Verdict returns the verdict of condition i for one query answer.
-func (c Condition) Verdict(i int, value float64, ok bool, err error) Verdict {
-	switch {
-	case err != nil:
-		return Verdict{Condition: i, Outcome: VerdictError, Error: oneLine(err.Error(), 300)}
-	case !ok:
+func (c Condition) Verdict(i int, m signal.Measurement) Verdict {
+	switch m.Outcome {
+	case signal.OutcomeError:
+		return Verdict{Condition: i, Outcome: VerdictError, Error: oneLine(m.Err, 300)}
+	case signal.OutcomeNoData:
 		return Verdict{Condition: i, Outcome: VerdictNoData}
 	}
-	n := Number(value)
-	if c.holds(value) {
+	n := Number(m.Value)
+	if c.holds(m.Value) {
 		return Verdict{Condition: i, Outcome: VerdictPass, Value: &n}
 	}
 	return Verdict{Condition: i, Outcome: VerdictFail, Value: &n}

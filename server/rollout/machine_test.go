@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 var t0 = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
@@ -58,7 +59,7 @@ func withRequest(pr Progress, kind string) Progress {
 }
 
 func pass(v float64) []Verdict {
-	return []Verdict{Condition{Op: "<", Threshold: 0.02}.Verdict(0, v, true, nil)}
+	return []Verdict{Condition{Op: "<", Threshold: 0.02}.Verdict(0, value(v))}
 }
 
 var (
@@ -78,6 +79,11 @@ func TestNext(t *testing.T) {
 	pausing := healthPlan(FailPause, NoDataPause)
 	passing := healthPlan(FailRevert, NoDataPass)
 	failing := healthPlan(FailRevert, NoDataFail)
+	errFails, errPasses := healthPlan(FailRevert, NoDataPause), healthPlan(FailRevert, NoDataPause)
+	for i := range errFails.Steps {
+		errFails.Steps[i].Gate.OnError, errFails.Steps[i].Gate.FailureLimit = NoDataFail, 0
+		errPasses.Steps[i].Gate.OnError = NoDataPass
+	}
 	conv := ptr(at(time.Minute))
 	hold := 5 * time.Minute
 	cases := []struct {
@@ -200,6 +206,10 @@ func TestNext(t *testing.T) {
 			pr.Errors = ErrorLimit - 1
 			return pr
 		}(), ob: Observation{Verdicts: unreached}, now: at(2 * time.Minute), want: Pause, reason: "3 measurements in a row could not ask the source"},
+		{name: "an error as a failure, if the plan says so (on_error breaching)", plan: errFails, state: Running, in: applied(0, 5, t0, conv),
+			ob: Observation{Verdicts: unreached}, now: at(2 * time.Minute), want: Revert, reason: "could not be measured"},
+		{name: "an error as a pass, if the plan says so (on_error not_breaching)", plan: errPasses, state: Running, in: applied(0, 5, t0, conv),
+			ob: Observation{Verdicts: unreached}, now: at(time.Minute + hold), want: Apply, step: 1},
 		{name: "a change outside the plan pauses it", plan: p, state: Running, in: applied(0, 5, t0, conv),
 			ob: Observation{Changed: "version 6 by expiry: expired"}, now: at(2 * time.Minute), want: Pause, reason: "changed outside the plan (version 6 by expiry"},
 		{name: "a deleted switch ends the plan", plan: p, state: Running, in: applied(0, 5, t0, conv),
@@ -280,28 +290,30 @@ func TestMeasureDue(t *testing.T) {
 	}
 }
 
+func value(v float64) signal.Measurement {
+	return signal.Measurement{Outcome: signal.OutcomeValue, Value: v}
+}
+
 func TestVerdict(t *testing.T) {
 	c := Condition{Op: "<=", Threshold: 1}
 	cases := []struct {
-		v    float64
-		ok   bool
-		err  error
+		m    signal.Measurement
 		want string
 	}{
-		{1, true, nil, VerdictPass}, {1.5, true, nil, VerdictFail}, {0, false, nil, VerdictNoData},
-		{math.Inf(1), true, nil, VerdictFail}, {0, false, errors.New("refused\nconnection"), VerdictError},
+		{value(1), VerdictPass}, {value(1.5), VerdictFail}, {signal.Measurement{Outcome: signal.OutcomeNoData}, VerdictNoData},
+		{value(math.Inf(1)), VerdictFail}, {signal.Measurement{Outcome: signal.OutcomeError, Err: "refused\nconnection"}, VerdictError},
 	}
 	for _, tc := range cases {
-		v := c.Verdict(0, tc.v, tc.ok, tc.err)
+		v := c.Verdict(0, tc.m)
 		if v.Outcome != tc.want || strings.Contains(v.Error, "\n") {
-			t.Errorf("%v %v %v: %+v", tc.v, tc.ok, tc.err, v)
+			t.Errorf("%+v: %+v", tc.m, v)
 		}
 		if _, err := json.Marshal(v); err != nil {
 			t.Errorf("%+v does not encode: %v", v, err)
 		}
 	}
 	var back Verdict
-	b, _ := json.Marshal(c.Verdict(0, math.Inf(-1), true, nil))
+	b, _ := json.Marshal(c.Verdict(0, value(math.Inf(-1))))
 	if err := json.Unmarshal(b, &back); err != nil || !math.IsInf(float64(*back.Value), -1) {
 		t.Errorf("-Inf round trip: %s → %+v %v", b, back, err)
 	}

@@ -31,13 +31,30 @@ const (
 	FailPause = "pause"
 )
 
-// What a condition without data counts as (on_no_data). No data is not
-// health: the default pauses.
+// What a condition without a value counts as: no data under on_no_data,
+// a failed query under on_error, in the vocabulary of server/signal that
+// triggers and drills share. Neither is health: both default to hold.
 const (
-	NoDataPause = "pause"
-	NoDataFail  = "fail"
-	NoDataPass  = "pass"
+	// NoDataPause holds: on no data the plan pauses; on errors it waits,
+	// and pauses after ErrorLimit in a row.
+	NoDataPause = signal.Hold
+	// NoDataFail counts as a failed measurement.
+	NoDataFail = signal.Breaching
+	// NoDataPass counts as a passing one.
+	NoDataPass = signal.NotBreaching
 )
+
+// legacyTreatments are the gate's words before the shared vocabulary; a
+// plan stored or sent with them still means the same.
+var legacyTreatments = map[string]string{"pause": NoDataPause, "fail": NoDataFail, "pass": NoDataPass}
+
+// treatment is t in the shared vocabulary; "" is hold.
+func treatment(t string) string {
+	if n, ok := legacyTreatments[t]; ok {
+		return n
+	}
+	return cmpOr(t, NoDataPause)
+}
 
 // Ops are the condition operators: a measurement passes when value <op>
 // threshold.
@@ -99,9 +116,14 @@ type Gate struct {
 	// FailureLimit is how many failed measurements a step tolerates; one
 	// more fails the gate (default 0: the first failure fails it).
 	FailureLimit int `json:"failure_limit"`
-	// OnNoData is what a condition without data counts as: pause (the
-	// default), fail, or pass.
+	// OnNoData is what a condition without data counts as: hold (the
+	// default: the plan pauses), breaching (a failure) or not_breaching
+	// (a pass).
 	OnNoData string `json:"on_no_data"`
+	// OnError is what a condition whose query failed counts as: hold
+	// (the default: the plan waits, and pauses after ErrorLimit in a
+	// row), breaching or not_breaching.
+	OnError string `json:"on_error"`
 	// Interval is how often the conditions are measured during the hold
 	// (default 10s); one more measurement closes the hold.
 	Interval wire.Duration `json:"interval"`
@@ -117,23 +139,7 @@ type Condition struct {
 }
 
 // holds reports whether value satisfies the condition.
-func (c Condition) holds(v float64) bool {
-	switch c.Op {
-	case "<":
-		return v < c.Threshold
-	case "<=":
-		return v <= c.Threshold
-	case ">":
-		return v > c.Threshold
-	case ">=":
-		return v >= c.Threshold
-	case "==":
-		return v == c.Threshold
-	case "!=":
-		return v != c.Threshold
-	}
-	return false
-}
+func (c Condition) holds(v float64) bool { return signal.Op(c.Op).Holds(v, c.Threshold) }
 
 // Templates a person picks in one click.
 const (
@@ -212,6 +218,7 @@ type GateInput struct {
 	Conditions   []ConditionInput `json:"conditions"`
 	FailureLimit *int             `json:"failure_limit"`
 	OnNoData     string           `json:"on_no_data"`
+	OnError      string           `json:"on_error"`
 	Interval     string           `json:"interval"`
 }
 
@@ -294,7 +301,7 @@ func (in Input) plan(ctx context.Context, sources signal.Sources, app string) (P
 
 // gate reads a gate input (nil: the defaults) under field.
 func (g *GateInput) gate(v *server.FieldErrors, field string) Gate {
-	out := Gate{MinApplied: 1, OnNoData: NoDataPause, Interval: wire.Duration(DefaultInterval)}
+	out := Gate{MinApplied: 1, OnNoData: NoDataPause, OnError: NoDataPause, Interval: wire.Duration(DefaultInterval)}
 	if g == nil {
 		return out
 	}
@@ -304,7 +311,7 @@ func (g *GateInput) gate(v *server.FieldErrors, field string) Gate {
 	if g.FailureLimit != nil {
 		out.FailureLimit = *g.FailureLimit
 	}
-	out.OnNoData = cmpOr(g.OnNoData, NoDataPause)
+	out.OnNoData, out.OnError = treatment(g.OnNoData), treatment(g.OnError)
 	if g.Interval != "" {
 		d, err := server.ParseDuration(g.Interval)
 		if err != nil {
@@ -334,7 +341,7 @@ func (p *Plan) normalize() {
 		if g.MinApplied == 0 {
 			g.MinApplied = 1
 		}
-		g.OnNoData = cmpOr(g.OnNoData, NoDataPause)
+		g.OnNoData, g.OnError = treatment(g.OnNoData), treatment(g.OnError)
 		if g.Interval == 0 {
 			g.Interval = wire.Duration(DefaultInterval)
 		}
@@ -409,10 +416,11 @@ func (g Gate) validate(ctx context.Context, sources signal.Sources, app string, 
 	if g.FailureLimit < 0 || g.FailureLimit > maxFailureLimit {
 		v.Add(at("failure_limit"), fmt.Sprintf("must be between 0 and %d", maxFailureLimit))
 	}
-	switch g.OnNoData {
-	case NoDataPause, NoDataFail, NoDataPass:
-	default:
-		v.Add(at("on_no_data"), `must be "pause", "fail" or "pass"`)
+	if err := signal.CheckTreatment(g.OnNoData); err != nil {
+		v.Add(at("on_no_data"), err.Error())
+	}
+	if err := signal.CheckTreatment(g.OnError); err != nil {
+		v.Add(at("on_error"), err.Error())
 	}
 	if d := g.Interval.D(); d < minInterval || d > maxInterval {
 		v.Add(at("interval"), "must be between 1s and 1h")

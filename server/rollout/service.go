@@ -177,8 +177,8 @@ func (s *Service) EndPlan(j *server.JobTx, a server.Actor, app, sw, reason strin
 }
 
 func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error) {
-	r, err := activeFor(j.DB(), app, sw)
-	if err != nil || r == nil || r.CreatedBy != a.Name {
+	r, err := s.startedBy(j, a, app, sw)
+	if err != nil || r == nil {
 		return false, err
 	}
 	now := j.Now()
@@ -198,6 +198,33 @@ func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason strin
 			return r.cause(), before, r.summary(), nil
 		}})
 	return err == nil, err
+}
+
+// Runs reports whether the active plan of app/sw is one a started
+// (trigger.Planner: a rule's staged rollout turns its switch on for it).
+func (s *Service) Runs(j *server.JobTx, a server.Actor, app, sw string) (bool, error) {
+	r, err := s.startedBy(j, a, app, sw)
+	return r != nil, err
+}
+
+// startedBy returns the active plan of app/sw when a started it, nil
+// otherwise. The creator is compared by actor kind, name and cause as its
+// rollout.create event records them, never by display name alone: a
+// person may be called "trigger" too.
+func (s *Service) startedBy(j *server.JobTx, a server.Actor, app, sw string) (*run, error) {
+	r, err := activeFor(j.DB(), app, sw)
+	if err != nil || r == nil || r.CreatedBy != a.Name {
+		return nil, err
+	}
+	tx := j.DB()
+	evs, _, err := audit.List(tx.Statement.Context, tx, audit.Filter{Target: r.cause(), Action: audit.RolloutCreate, Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return nil, err
+	}
+	if e := evs[0]; e.ActorKind != a.Kind || e.Actor != a.Name || e.Cause != a.Cause {
+		return nil, nil
+	}
+	return r, nil
 }
 
 // readSwitch reads the switch a plan is for; a missing one is a bad
@@ -461,8 +488,13 @@ func (s *Service) announce(tx *gorm.DB, r *run, from, by string, now time.Time) 
 // inside the person's transaction (register it with
 // server.Service.OnPersonChange): people win. The pause is audited by the
 // plan, with a reason naming the person, opens a rollout_paused finding
-// and notifies. A deleted switch ends its plan.
+// and notifies. A deleted switch ends its plan. A renewal or a
+// metadata-only edit pauses nothing (the plan adopts the switch's new
+// version at its next step, see observe).
 func (s *Service) OnPersonChange(j *server.JobTx, c server.PersonChange) error {
+	if !c.Behaviour {
+		return nil
+	}
 	for attempt := 0; ; attempt++ {
 		err := s.personChanged(j, c)
 		if !errors.Is(err, errStale) || attempt == 2 {

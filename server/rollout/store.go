@@ -47,6 +47,9 @@ type run struct {
 	plan     Plan
 	progress Progress
 	before   server.SwitchState
+	// adopted: the switch's version moved without changing what the plan
+	// set (see adopt); the next save records it.
+	adopted bool
 }
 
 // Cause names a plan in the audit log, as the cause of its changes and
@@ -75,6 +78,7 @@ func decode(r row) (*run, error) {
 		}
 	}
 	out.plan.Reason = r.Reason
+	out.plan.normalize() // plans stored before the shared on_no_data words
 	return out, nil
 }
 
@@ -117,6 +121,7 @@ func save(tx *gorm.DB, r *run, now time.Time) error {
 	now = now.UTC()
 	res := tx.Model(&row{}).Where("id = ? AND version = ?", r.ID, r.Version).Updates(map[string]any{
 		"state": r.State, "progress": string(b), "version": r.Version + 1, "updated_at": now, "ended_at": r.EndedAt,
+		"base_version": r.BaseVersion,
 	})
 	if res.Error != nil {
 		return res.Error
@@ -133,6 +138,30 @@ func (r *run) end(state string, now time.Time) {
 	t := now.UTC()
 	r.State, r.EndedAt = state, &t
 	r.progress.Request = nil
+}
+
+// holds reports whether sw does what the plan last set: the current
+// step's state and rollout or, before the first step, the state the plan
+// found. Renewals and metadata edits keep this true; they bump the
+// version only.
+func (r *run) holds(sw *server.Switch) bool {
+	if cur := r.progress.current(); cur != nil {
+		if cur.Off {
+			return sw.State == wire.StateOff
+		}
+		return sw.State == wire.StateOn && sameRollout(sw.Rollout(), cur.Rollout)
+	}
+	return sw.State == r.before.State && sameRollout(sw.Rollout(), r.before.Rollout)
+}
+
+// adopt makes version the one the plan expects of its switch.
+func (r *run) adopt(version int64) {
+	if cur := r.progress.current(); cur != nil {
+		cur.Version = version
+	} else {
+		r.BaseVersion = version
+	}
+	r.adopted = true
 }
 
 // expectedVersion is the switch version the plan last set (or found when

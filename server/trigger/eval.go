@@ -2,9 +2,9 @@ package trigger
 
 import (
 	"fmt"
-	"math"
-	"strconv"
 	"time"
+
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // This file is the evaluator: a pure function from (policy, state, sample,
@@ -13,45 +13,24 @@ import (
 // acts on the decision and stores the state, and the preview (preview.go)
 // runs it over a range of history.
 
-// Op compares a value with a threshold.
-type Op string
+// Op compares a value with a threshold (the operators of server/signal).
+type Op = signal.Op
 
-// Comparison operators.
+// The operators a rule takes.
 const (
-	Above   Op = ">"
-	AtLeast Op = ">="
-	Below   Op = "<"
-	AtMost  Op = "<="
+	Above   = signal.Above
+	AtLeast = signal.AtLeast
+	Below   = signal.Below
+	AtMost  = signal.AtMost
 )
 
-// Ops lists the operators.
-var Ops = []Op{Above, AtLeast, Below, AtMost}
-
-// Valid reports whether o is a known operator.
-func (o Op) Valid() bool { return o == Above || o == AtLeast || o == Below || o == AtMost }
-
-// upward reports whether o holds for large values (> or >=).
-func (o Op) upward() bool { return o == Above || o == AtLeast }
-
-// holds reports whether "v o threshold" is true.
-func (o Op) holds(v, threshold float64) bool {
-	switch o {
-	case Above:
-		return v > threshold
-	case AtLeast:
-		return v >= threshold
-	case Below:
-		return v < threshold
-	case AtMost:
-		return v <= threshold
-	}
-	return false
-}
+// Ops lists the operators a rule takes.
+var Ops = signal.Ordered
 
 // opposite is the strict operator of the other direction: the default
 // recover operator of a trigger operator.
-func (o Op) opposite() Op {
-	if o.upward() {
+func opposite(o Op) Op {
+	if o.Upward() {
 		return Below
 	}
 	return Above
@@ -69,18 +48,18 @@ func (c Condition) String() string {
 	return fmt.Sprintf("%s %s for %s", c.Op, formatNum(c.Threshold), c.For)
 }
 
-// Missing-data policies: what a sample without a value (no data, or the
-// source could not be asked) counts as.
+// What a sample without a value counts as: no data under on_no_data, an
+// error under on_error (the treatments of server/signal).
 const (
 	// MissingHold keeps the current state: such a sample neither advances
 	// nor resets a hold, and never flips the switch.
-	MissingHold = "hold"
+	MissingHold = signal.Hold
 	// MissingBreaching counts it as crossing the trigger threshold (and
 	// not recovered).
-	MissingBreaching = "breaching"
+	MissingBreaching = signal.Breaching
 	// MissingNotBreaching counts it as healthy: within the trigger
 	// threshold and recovered.
-	MissingNotBreaching = "not_breaching"
+	MissingNotBreaching = signal.NotBreaching
 )
 
 // Policy is what the evaluator needs of a rule.
@@ -91,8 +70,10 @@ type Policy struct {
 	Cooldown time.Duration
 	// MaxOn, when positive, caps how long the rule holds the switch on:
 	// then it hands the switch to a person (locked, switch left on).
-	MaxOn       time.Duration
-	MissingData string
+	MaxOn time.Duration
+	// OnNoData and OnError are what a sample with no data and a sample
+	// whose query failed count as (MissingHold, …).
+	OnNoData, OnError string
 	// ConfirmRecovery makes the rule propose recovery and wait for a
 	// person instead of turning the switch off.
 	ConfirmRecovery bool
@@ -105,15 +86,15 @@ type Policy struct {
 }
 
 // Outcome is what one query gave: a value, no data, or an error. No data
-// is not zero and an error is not no data; both follow the missing-data
-// policy and are counted apart from values.
-type Outcome string
+// is not zero and an error is not no data; each follows its own policy
+// (on_no_data, on_error) and is counted apart from values.
+type Outcome = signal.Outcome
 
 // Outcomes.
 const (
-	OutcomeValue  Outcome = "value"
-	OutcomeNoData Outcome = "no_data"
-	OutcomeError  Outcome = "error"
+	OutcomeValue  = signal.OutcomeValue
+	OutcomeNoData = signal.OutcomeNoData
+	OutcomeError  = signal.OutcomeError
 )
 
 // Sample is one evaluation's input.
@@ -166,6 +147,9 @@ const (
 const (
 	LockFlapping = "flapping"
 	LockMaxOn    = "max_on"
+	// LockOverridden: another automation (expiry, a staged rollout)
+	// changed the switch against what the rule held; a person decides.
+	LockOverridden = "overridden"
 )
 
 // Action is what a decision asks the job to do.
@@ -180,6 +164,9 @@ const (
 	ActWithdraw Action = "withdraw_proposal"
 	ActLock     Action = "lock"
 	ActHandOff  Action = "hand_off"
+	// ActOverridden: the switch is not as the rule holds it; the rule
+	// takes it as it is and locks (see Reconcile).
+	ActOverridden Action = "overridden"
 )
 
 // Flips reports whether a changes the switch.
@@ -250,6 +237,9 @@ type State struct {
 	PausedBy    string    `json:"paused_by,omitempty"`
 	PausedAt    time.Time `json:"paused_at,omitzero"`
 	PauseReason string    `json:"pause_reason,omitempty"`
+	// HeldBy is the drill run that holds the rule's evaluation (its
+	// query reads the drilled app's fleet signals), while it runs.
+	HeldBy string `json:"held_by,omitempty"`
 	// ConfirmedBy is the person who confirmed a proposed recovery.
 	ConfirmedBy string    `json:"confirmed_by,omitempty"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
@@ -263,6 +253,37 @@ func Fresh(switchOn bool, now time.Time) State {
 		st.Phase, st.On, st.OnSince = PhaseOn, true, now
 	}
 	return st
+}
+
+// Reconcile compares what the rule holds with the switch as stored
+// (switchOn) before an evaluation: the rule's state is a cache of the
+// world, never a memory of its own acts. A rule that agrees, or that is
+// paused or locked, only takes the switch as it is (a person or the
+// lock's own reason already stopped it). A running rule that disagrees
+// means another automation acted on the switch (a person's change would
+// have paused it): the rule takes the switch as it is and locks with
+// lock "overridden", and by names who acted, so a person decides whether
+// the rule should act again. The Decision's action is ActOverridden then,
+// ActNone otherwise.
+func Reconcile(st State, switchOn bool, by string, now time.Time) (State, Decision) {
+	d := Decision{From: st.Phase, To: st.Phase}
+	if st.On == switchOn {
+		return st, d
+	}
+	held := onOff(st.On)
+	st.On, st.OnSince = switchOn, time.Time{}
+	if switchOn {
+		st.OnSince = now
+	}
+	if st.Paused || st.Phase == PhaseLocked {
+		return st, d
+	}
+	d.Window = st.Window
+	st.Phase, st.Since, st.Window, st.Lock = PhaseLocked, now, Window{}, LockOverridden
+	st.ConfirmedBy, st.ConfirmedAt = "", time.Time{}
+	st.LockWhy = fmt.Sprintf("%s turned the switch %s while the rule held it %s; the rule takes it as it is and waits for a person", by, onOff(switchOn), held)
+	d.Action, d.Why, d.To = ActOverridden, st.LockWhy, PhaseLocked
+	return st, d
 }
 
 // Pause stops the rule until Resume.
@@ -356,7 +377,7 @@ func evaluate(p Policy, st State, s Sample, now time.Time, d Decision) (State, D
 		if pending(st.Phase) || st.Phase == PhaseAwaiting {
 			st.Window.add(s)
 		}
-		d.Why = s.String() + ": holding (missing_data hold)"
+		d.Why = s.String() + ": holding (" + policyName(s) + " hold)"
 		return st, d
 	}
 	if pending(st.Phase) && !st.LastEvidence.IsZero() && now.Sub(st.LastEvidence) > tolerance(p, st.Phase) {
@@ -459,15 +480,27 @@ func Due(p Policy, st State) time.Time {
 // recover threshold, and counts as evidence at all (false: hold).
 func classify(p Policy, s Sample) (breach, recovered, counts bool) {
 	if s.Outcome == OutcomeValue {
-		return p.Trigger.Op.holds(s.Value, p.Trigger.Threshold), p.Recover.Op.holds(s.Value, p.Recover.Threshold), true
+		return p.Trigger.Op.Holds(s.Value, p.Trigger.Threshold), p.Recover.Op.Holds(s.Value, p.Recover.Threshold), true
 	}
-	switch p.MissingData {
+	treat := p.OnNoData
+	if s.Outcome == OutcomeError {
+		treat = p.OnError
+	}
+	switch treat {
 	case MissingBreaching:
 		return true, false, true
 	case MissingNotBreaching:
 		return false, true, true
 	}
 	return false, false, false
+}
+
+// policyName names the policy a sample without a value follows.
+func policyName(s Sample) string {
+	if s.Outcome == OutcomeError {
+		return "on_error"
+	}
+	return "on_no_data"
 }
 
 func pending(ph Phase) bool { return ph == PhasePendingOn || ph == PhasePendingOff }
@@ -567,43 +600,7 @@ func onOff(on bool) string {
 	return "off"
 }
 
-// Num is a number that may be ±Inf (a Prometheus latency beyond the top
-// bucket): JSON cannot hold those, so they encode as the strings "+Inf"
-// and "-Inf".
-type Num float64
+// Num is a number that may be ±Inf, encoded in JSON as "+Inf"/"-Inf".
+type Num = signal.Num
 
-func (n Num) String() string { return formatNum(float64(n)) }
-
-// MarshalJSON writes finite numbers as numbers and ±Inf as strings.
-func (n Num) MarshalJSON() ([]byte, error) {
-	f := float64(n)
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return []byte(strconv.Quote(formatNum(f))), nil
-	}
-	return []byte(strconv.FormatFloat(f, 'g', -1, 64)), nil
-}
-
-// UnmarshalJSON reads what MarshalJSON writes.
-func (n *Num) UnmarshalJSON(b []byte) error {
-	s := string(b)
-	if uq, err := strconv.Unquote(s); err == nil {
-		s = uq
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
-		return fmt.Errorf("trigger: number %s: %w", b, err)
-	}
-	*n = Num(f)
-	return nil
-}
-
-// formatNum prints a value compactly: 80, 0.25, 1.5e+06, +Inf.
-func formatNum(f float64) string {
-	switch {
-	case math.IsInf(f, 1):
-		return "+Inf"
-	case math.IsInf(f, -1):
-		return "-Inf"
-	}
-	return strconv.FormatFloat(f, 'g', 6, 64)
-}
+func formatNum(f float64) string { return signal.FormatNum(f) }

@@ -14,9 +14,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // for 30 s, off below 60 % for 1 m, evaluated every 10 s.
 func cpu() Policy {
 	return Policy{
-		Trigger:     Condition{Op: Above, Threshold: 80, For: 30 * time.Second},
-		Recover:     Condition{Op: Below, Threshold: 60, For: time.Minute},
-		MissingData: MissingHold, FlapMax: 4, FlapWindow: time.Hour, Interval: 10 * time.Second,
+		Trigger:  Condition{Op: Above, Threshold: 80, For: 30 * time.Second},
+		Recover:  Condition{Op: Below, Threshold: 60, For: time.Minute},
+		OnNoData: MissingHold, FlapMax: 4, FlapWindow: time.Hour, Interval: 10 * time.Second,
 	}
 }
 
@@ -77,7 +77,8 @@ func TestEvaluate(t *testing.T) {
 	ok := Fresh(false, t0)
 	on := Fresh(true, t0)
 	cooled := func(p Policy, d time.Duration) Policy { p.Cooldown = d; return p }
-	missing := func(p Policy, m string) Policy { p.MissingData = m; return p }
+	missing := func(p Policy, m string) Policy { p.OnNoData = m; return p }
+	onError := func(p Policy, m string) Policy { p.OnError = m; return p }
 	withMaxOn := func(p Policy, d time.Duration) Policy { p.MaxOn = d; return p }
 	confirm := func(p Policy) Policy { p.ConfirmRecovery = true; return p }
 
@@ -123,12 +124,12 @@ func TestEvaluate(t *testing.T) {
 			v(10*s, 59, PhaseOK, ActTurnOff),
 		}},
 		{">= and <= include the threshold", Policy{Trigger: Condition{Op: AtLeast, Threshold: 80}, Recover: Condition{Op: AtMost, Threshold: 60},
-			MissingData: MissingHold, FlapMax: 4, FlapWindow: time.Hour}, ok, []step{
+			OnNoData: MissingHold, FlapMax: 4, FlapWindow: time.Hour}, ok, []step{
 			v(0, 80, PhaseOn, ActTurnOn),
 			v(10*s, 60, PhaseOK, ActTurnOff),
 		}},
 		{"downward rule: on below 1 request/s, off above 5", Policy{Trigger: Condition{Op: Below, Threshold: 1, For: 10 * s}, Recover: Condition{Op: Above, Threshold: 5, For: 10 * s},
-			MissingData: MissingHold, FlapMax: 4, FlapWindow: time.Hour, Interval: 10 * s}, ok, []step{
+			OnNoData: MissingHold, FlapMax: 4, FlapWindow: time.Hour, Interval: 10 * s}, ok, []step{
 			v(0, 3, PhaseOK, ActNone),
 			v(10*s, 0, PhasePendingOn, ActNone),
 			v(20*s, 0.5, PhaseOn, ActTurnOn),
@@ -154,27 +155,41 @@ func TestEvaluate(t *testing.T) {
 			v(100*s, 90, PhaseOn, ActTurnOn),
 		}},
 		{"hold: an error never turns a downward rule on", Policy{Trigger: Condition{Op: Below, Threshold: 1}, Recover: Condition{Op: Above, Threshold: 5},
-			MissingData: MissingHold, FlapMax: 4, FlapWindow: time.Hour}, ok, []step{
+			OnNoData: MissingHold, FlapMax: 4, FlapWindow: time.Hour}, ok, []step{
 			v(0, 100, PhaseOK, ActNone),
 			fail(10*s, PhaseOK, ActNone),
 			nd(20*s, PhaseOK, ActNone),
 		}},
 		{"breaching: no data crosses", missing(cpu(), MissingBreaching), ok, []step{
 			nd(0, PhasePendingOn, ActNone),
-			fail(10*s, PhasePendingOn, ActNone),
+			nd(10*s, PhasePendingOn, ActNone),
 			nd(20*s, PhasePendingOn, ActNone),
 			nd(30*s, PhaseOn, ActTurnOn),
 			nd(100*s, PhaseOn, ActNone), // and never recovers
 		}},
 		{"not_breaching: no data recovers", missing(cpu(), MissingNotBreaching), on, []step{
 			nd(0, PhasePendingOff, ActNone),
-			fail(30*s, PhasePendingOff, ActNone),
+			nd(30*s, PhasePendingOff, ActNone),
 			nd(60*s, PhaseOK, ActTurnOff),
 			nd(70*s, PhaseOK, ActNone), // and never fires
 		}},
 		{"not_breaching: no data cancels a hold to fire", missing(cpu(), MissingNotBreaching), ok, []step{
 			v(0, 85, PhasePendingOn, ActNone),
+			nd(10*s, PhaseOK, ActNone),
+		}},
+		{"not_breaching on_error: an error cancels a hold to fire", onError(cpu(), MissingNotBreaching), ok, []step{
+			v(0, 85, PhasePendingOn, ActNone),
 			fail(10*s, PhaseOK, ActNone),
+		}},
+		{"an error is not no data: breaching no data, errors hold", missing(cpu(), MissingBreaching), ok, []step{
+			fail(0, PhaseOK, ActNone),
+			fail(100*s, PhaseOK, ActNone),
+			nd(110*s, PhasePendingOn, ActNone),
+			fail(200*s, PhasePendingOn, ActNone), // an error neither advances nor resets the hold
+		}},
+		{"breaching on_error: an outage crosses", onError(cpu(), MissingBreaching), ok, []step{
+			fail(0, PhasePendingOn, ActNone),
+			fail(30*s, PhaseOn, ActTurnOn),
 		}},
 		{"cooldown: no hold starts before it ends", cooled(func() Policy { p := cpu(); p.Trigger.For, p.Recover.For = 0, 0; return p }(), time.Minute), ok, []step{
 			v(0, 85, PhaseCooldown, ActTurnOn),
@@ -241,7 +256,7 @@ func TestEvaluate(t *testing.T) {
 func TestOscillationLocks(t *testing.T) {
 	p := Policy{
 		Trigger: Condition{Op: Above, Threshold: 80}, Recover: Condition{Op: Below, Threshold: 70},
-		Cooldown: time.Minute, MissingData: MissingHold, FlapMax: 3, FlapWindow: 10 * time.Minute, Interval: 10 * s,
+		Cooldown: time.Minute, OnNoData: MissingHold, FlapMax: 3, FlapWindow: 10 * time.Minute, Interval: 10 * s,
 	}
 	st := Fresh(false, t0)
 	var flips []time.Time

@@ -14,8 +14,12 @@ import (
 // server.Service.OnPersonChange): people win. Each pause is audited as the
 // person's (trigger.pause, naming what they did); a rule stays paused
 // until a person resumes it. Dry-run rules change nothing and keep
-// evaluating.
+// evaluating. A renewal or a metadata-only edit pauses nothing: it does
+// not change what the switch does.
 func (s *Service) OnPersonChange(j *server.JobTx, c server.PersonChange) error {
+	if !c.Behaviour {
+		return nil
+	}
 	tx := j.DB()
 	var rules []Rule
 	if err := tx.Where("app = ? AND switch_name = ? AND mode = ?", c.App, c.Name, ModeEnforce).Order("id").Find(&rules).Error; err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +15,9 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/notify"
+	"github.com/switchyard-io/switchyard/server/signal"
 )
 
 // Job is the leader job that evaluates every rule each interval: it asks
@@ -23,7 +27,8 @@ import (
 // audited change path, and stores the state and the evaluation. A rule
 // whose transaction fails (a person changed the switch meanwhile: 409) is
 // evaluated again at the next step; a step of a deposed leader writes
-// nothing.
+// nothing. An evaluation that only saves the rule's state does not take
+// the audit chain's lock (server.Service.InTermLazyAudit).
 type Job struct {
 	s *Service
 	// timer wakes the job when the next hold is due before the next step.
@@ -43,13 +48,17 @@ func (j *Job) Every() time.Duration { return j.s.interval }
 // Wake asks for a step before the interval ends (a confirmed recovery).
 func (j *Job) Wake() <-chan struct{} { return j.s.wake }
 
-// queryParallel bounds the queries in flight during one step.
-const queryParallel = 8
-
 // Step evaluates every rule that is neither paused nor locked at now.
 func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	s := j.s
+	if err := s.syncStopped(ctx, t, now); err != nil {
+		return err
+	}
 	rules, err := s.active(ctx)
+	if err != nil {
+		return err
+	}
+	drilled, err := s.drilled(ctx)
 	if err != nil {
 		return err
 	}
@@ -58,11 +67,36 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 		errs []error
 		next time.Time // the earliest moment a rule is due
 	)
+	// Most steps only record what each rule saw: all of it in one
+	// transaction without the audit lock. A step in which a rule acts (or
+	// one that fails) runs again rule by rule, each in its own
+	// transaction, so one rule cannot hold up the others.
+	dues := make([]time.Time, len(rules))
+	_, err = s.core.InTermStateOnly(ctx, t, func(jt *server.JobTx) (err error) {
+		for i := range rules {
+			if dues[i], err = s.stepRule(jt, &rules[i], samples[i], drilled, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, server.ErrNotLeader):
+		return err
+	case err == nil:
+		for _, due := range dues {
+			if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+				next = due
+			}
+		}
+		j.wakeAt(now, next)
+		return nil
+	}
 	for i := range rules {
 		r := &rules[i]
 		var due time.Time
-		_, err := s.core.InTerm(ctx, t, func(jt *server.JobTx) (err error) {
-			due, err = s.evaluateIn(jt, r, samples[i], now)
+		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) (err error) {
+			due, err = s.stepRule(jt, r, samples[i], drilled, now)
 			return err
 		})
 		switch {
@@ -99,40 +133,167 @@ func (s *Service) active(ctx context.Context) ([]Rule, error) {
 	return rules, err
 }
 
-// query asks each rule's source for its value at now, a few at a time;
-// a query that takes longer than an interval (at least a second) is an
-// error, which counts as no data, never as 0.
-func (s *Service) query(ctx context.Context, rules []Rule, now time.Time) []Sample {
-	out := make([]Sample, len(rules))
-	sem := make(chan struct{}, queryParallel)
-	var wg sync.WaitGroup
-	for i := range rules {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i] = s.sample(ctx, &rules[i], now)
-		}()
+// syncStopped brings the enforcing rules that are paused or locked to
+// the switch as it is now, so that none shows a belief the switch
+// contradicts (they do not act: Reconcile). Only a rule out of step
+// costs a transaction.
+func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time) error {
+	var rules []Rule
+	err := s.db(ctx).Where("mode = ? AND id IN (?)", ModeEnforce, s.db(ctx).Model(&stateRow{}).Select("trigger_id").
+		Where("paused = ? OR phase = ?", true, string(PhaseLocked))).Order("id").Find(&rules).Error
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	return out
+	for i := range rules {
+		r := &rules[i]
+		_, st, err := loadState(s.db(ctx), r.ID)
+		if err != nil {
+			return err
+		}
+		sw, err := s.core.GetSwitch(ctx, r.App, r.SwitchName)
+		if err != nil || st.On == switchOn(sw) {
+			continue // a deleted switch takes its rules with it
+		}
+		_, err = s.core.InTermLazyAudit(ctx, t, func(j *server.JobTx) error {
+			row, st, err := loadState(j.DB(), r.ID)
+			if err != nil || (!st.Paused && st.Phase != PhaseLocked) {
+				return err
+			}
+			sw, err := j.Switch(r.App, r.SwitchName)
+			if err != nil {
+				return err
+			}
+			next, _ := Reconcile(st, switchOn(sw), "", now)
+			return saveState(j.DB(), row, next, nil, now)
+		})
+		if errors.Is(err, server.ErrNotLeader) {
+			return err
+		}
+	}
+	return nil
 }
 
-func (s *Service) sample(ctx context.Context, r *Rule, now time.Time) Sample {
-	src, err := s.sources.For(r.Source, r.App)
+// stepRule is one rule's part of a step: held while a drill of the app
+// its query reads runs, evaluated otherwise. It returns when the rule is
+// due next.
+func (s *Service) stepRule(j *server.JobTx, r *Rule, smp Sample, drilled map[string]string, now time.Time) (time.Time, error) {
+	if drill := heldBy(r, drilled); drill != "" {
+		return time.Time{}, s.holdIn(j, r, smp, drill, now)
+	}
+	return s.evaluateIn(j, r, smp, now)
+}
+
+// drilled maps each app with a drill in progress to the drill's cause.
+func (s *Service) drilled(ctx context.Context) (map[string]string, error) {
+	if s.drills == nil {
+		return nil, nil
+	}
+	return s.drills.Running(ctx)
+}
+
+// heldBy is the drill run that holds rule r: one of the app whose fleet
+// signals its query reads. A drill changes those signals on purpose;
+// taken for an incident they would turn switches on for everyone.
+func heldBy(r *Rule, drilled map[string]string) string {
+	if r.Source != signal.SourceFleet || len(drilled) == 0 {
+		return ""
+	}
+	return drilled[fleet.QueryApp(r.Query, r.App)]
+}
+
+// holdIn records an evaluation of rule r held by drill: nothing is
+// decided, the state stays as it is. The first held evaluation of each
+// drill is audited (trigger.hold), which the drill's report lists.
+func (s *Service) holdIn(j *server.JobTx, queried *Rule, smp Sample, drill string, now time.Time) error {
+	tx := j.DB()
+	var r Rule
+	if err := tx.Take(&r, queried.ID).Error; err != nil {
+		return nil // deleted meanwhile
+	}
+	row, st, err := loadState(tx, r.ID)
+	if err != nil || st.Paused || st.Phase == PhaseLocked {
+		return err
+	}
+	why := heldWhy(drill)
+	if st.HeldBy != drill {
+		st.HeldBy = drill
+		reason := why + ": the rule's query reads the fleet signals the drill changes on purpose; it evaluates again when the drill ends"
+		err := j.Commit(server.Audited{Actor: server.JobActor(audit.ActorTrigger, r.Cause()), Action: audit.TriggerHold, Reason: reason, App: r.App,
+			Apply: func(*gorm.DB) (string, any, any, error) {
+				return r.Target(), nil, map[string]string{"drill": drill, "query": r.Query}, nil
+			}})
+		if err != nil {
+			return err
+		}
+	}
+	if err := saveState(tx, row, st, &smp, now); err != nil {
+		return err
+	}
+	return addEvaluation(tx, r.ID, row.Rev, smp, Decision{From: st.Phase, To: st.Phase, Why: why}, r.Mode == ModeDryRun, now)
+}
+
+// heldWhy is how an evaluation held by drill says so.
+func heldWhy(drill string) string {
+	return "held: drill " + strings.TrimPrefix(drill, "drill/") + " running"
+}
+
+// HeldBy lists the rules the drill run cause held (trigger.hold events
+// since the run began), for the drill's report.
+func (s *Service) HeldBy(ctx context.Context, cause string, since time.Time) ([]string, error) {
+	evs, _, err := audit.List(ctx, s.db(ctx), audit.Filter{Action: audit.TriggerHold, Since: since, Limit: 1000})
 	if err != nil {
-		return Failed(err.Error())
+		return nil, err
 	}
-	qctx, cancel := context.WithTimeout(ctx, max(s.interval, time.Second))
-	defer cancel()
-	smp, err := src.Query(qctx, r.Query, now)
-	switch {
-	case err != nil:
-		return Failed(err.Error())
-	case !smp.OK:
-		return NoData()
+	prefix := heldWhy(cause) + ":"
+	var out []string
+	for _, e := range evs {
+		if strings.HasPrefix(e.Reason, prefix) {
+			out = append(out, strings.TrimPrefix(e.Target, "trigger/"))
+		}
 	}
-	return Value(smp.Value)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// holds reports whether the switch of enforcing rule r is on as the rule
+// sees it: on as stored, or being turned on by the staged rollout the
+// rule started.
+func (s *Service) holds(j *server.JobTx, r *Rule, sw *server.Switch) (bool, error) {
+	if switchOn(sw) || r.RolloutTemplate == "" || s.plans == nil {
+		return switchOn(sw), nil
+	}
+	return s.plans.Runs(j, server.JobActor(audit.ActorTrigger, r.Cause()), r.App, r.SwitchName)
+}
+
+// lastChange names who made the switch's newest change and why, for a
+// rule that finds the switch changed under it.
+func lastChange(tx *gorm.DB, sw *server.Switch) string {
+	evs, _, err := audit.List(tx.Statement.Context, tx, audit.Filter{Target: sw.Target(), Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return sw.UpdatedBy
+	}
+	e := evs[0]
+	who := e.Actor
+	if e.Cause != "" {
+		who += " (" + e.Cause + ")"
+	}
+	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneLine(e.Reason, 200))
+}
+
+// query asks each rule's source for its value at now, concurrently and
+// each within the one query timeout of server/signal: a query without an
+// answer in time is an error, never 0.
+func (s *Service) query(ctx context.Context, rules []Rule, now time.Time) []Sample {
+	qs := make([]signal.Query, len(rules))
+	for i, r := range rules {
+		qs[i] = signal.Query{Source: r.Source, App: r.App, Query: r.Query}
+	}
+	ms := s.sources.MeasureAll(ctx, qs, now)
+	out := make([]Sample, len(ms))
+	for i, m := range ms {
+		out[i] = Sample(m)
+	}
+	return out
 }
 
 // evaluateIn is one rule's evaluation inside the job's transaction: r is
@@ -158,8 +319,29 @@ func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now tim
 		return time.Time{}, nil // paused by a person meanwhile
 	}
 	p := r.Policy(s.interval)
-	next, d := Evaluate(p, st, smp, now)
 	dry := r.Mode == ModeDryRun
+	if !dry {
+		sw, err := j.Switch(r.App, r.SwitchName)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("switch %s: %w", r.SwitchTarget(), err)
+		}
+		on, err := s.holds(j, &r, sw)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if _, d := Reconcile(st, on, "", now); d.Action == ActOverridden {
+			rec, d := Reconcile(st, on, lastChange(tx, sw), now) // who, read only when needed
+			if d, err = s.act(j, &r, rec, d, smp, now); err != nil {
+				return time.Time{}, err
+			}
+			if err := saveState(tx, row, rec, &smp, now); err != nil {
+				return time.Time{}, err
+			}
+			return time.Time{}, addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+		}
+	}
+	st.HeldBy = "" // a drill that held the rule is over
+	next, d := Evaluate(p, st, smp, now)
 	if !dry && d.Action != ActNone {
 		if d, err = s.act(j, &r, next, d, smp, now); err != nil {
 			return time.Time{}, err
@@ -269,17 +451,22 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 		return d, event(notify.TriggerProposes, "proposes", fmt.Sprintf("Trigger %s proposes turning %s off: a person confirms", r.Name, r.SwitchTarget()))
 	case ActWithdraw:
 		return d, audited(audit.TriggerTransition)
-	case ActLock, ActHandOff:
+	case ActLock, ActHandOff, ActOverridden:
 		if err := audited(audit.TriggerLock); err != nil {
 			return d, err
 		}
 		spec := finding.Spec{Kind: finding.TriggerLocked, Target: r.Target(), App: r.App, Severity: finding.Warning,
 			Summary: fmt.Sprintf("Trigger %s locked itself after flapping; %s stays %s until a person resumes the rule", r.Name, r.SwitchTarget(), onOff(next.On)), Detail: d.Why}
 		title := fmt.Sprintf("Trigger %s locked itself (flapping)", r.Name)
-		if d.Action == ActHandOff {
+		switch d.Action {
+		case ActHandOff:
 			spec.Kind, spec.Severity = finding.TriggerHandoff, finding.Critical
 			spec.Summary = fmt.Sprintf("Trigger %s held %s on for max_on %s and handed it to a person: turn it off or resume the rule", r.Name, r.SwitchTarget(), r.MaxOn)
 			title = fmt.Sprintf("Trigger %s handed %s to a person (max_on %s)", r.Name, r.SwitchTarget(), r.MaxOn)
+		case ActOverridden:
+			spec.Kind = finding.TriggerOverridden
+			spec.Summary = fmt.Sprintf("Trigger %s and another automation disagree about %s, which is %s now: decide, then resume the rule to hand the switch back to it", r.Name, r.SwitchTarget(), onOff(next.On))
+			title = fmt.Sprintf("Trigger %s was overridden on %s", r.Name, r.SwitchTarget())
 		}
 		if _, err := finding.Open(j.DB(), spec, now); err != nil {
 			return d, err

@@ -20,6 +20,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/fleet"
 	"github.com/switchyard-io/switchyard/server/rollout"
 	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
@@ -71,8 +72,11 @@ func newRig(t *testing.T, dialect string, prom *promtest.Server, src signal.Sour
 	db := servertest.OpenDB(t, url, t.TempDir())
 	c := &clock{t: time.Now().UTC()}
 	core := server.NewService(db, nil, server.WithClock(c.Now))
-	plans := rollout.New(rollout.Config{Service: core, Sources: signal.Sources{Prometheus: src}})
+	// The fleet model is never started: no instance acks a plan's step,
+	// so a plan stays at its first step, which is all these tests need.
+	plans := rollout.New(rollout.Config{Service: core, Fleet: fleet.New(fleet.Config{}), Sources: signal.Sources{Prometheus: src}})
 	svc := trigger.New(core, signal.Sources{Prometheus: src}, trigger.Config{Interval: 10 * time.Second, Plans: plans})
+	core.OnPersonChange(plans.OnPersonChange)
 	core.OnPersonChange(svc.OnPersonChange)
 	r := &rig{t: t, db: db, core: core, plans: plans, svc: svc, job: svc.Job(), term: server.Term{Rev: 1, Holder: "test"}, clock: c, prom: prom, prefix: dialect + "_"}
 	if err := core.ClaimTerm(context.Background(), r.term); err != nil {
@@ -492,15 +496,23 @@ func testStagedRollout(r *rig) {
 		t.Fatalf("rule phase %s after firing", st.Phase)
 	}
 
-	// Only the plan's own starter ends it this way.
-	if _, err := r.core.InTerm(ctx, r.term, func(j *server.JobTx) error {
-		ended, err := r.plans.EndPlan(j, server.JobActor(audit.ActorDrill, "drill/checkout/x"), "checkout", "staged", "not mine")
-		if ended {
-			return errors.New("another job ended the trigger's plan")
+	// Only the plan's own starter ends it this way: compared by actor kind,
+	// name and cause, so neither another job nor a person called
+	// "trigger" does.
+	for _, other := range []server.Actor{
+		server.JobActor(audit.ActorDrill, "drill/checkout/x"),
+		{Name: audit.ActorTrigger, Kind: audit.ActorUser, Role: server.RoleAdmin},
+		server.JobActor(audit.ActorTrigger, "trigger/checkout/another"),
+	} {
+		if _, err := r.core.InTerm(ctx, r.term, func(j *server.JobTx) error {
+			ended, err := r.plans.EndPlan(j, other, "checkout", "staged", "not mine")
+			if ended {
+				return errors.New(other.Kind + " " + other.Name + " " + other.Cause + " ended the trigger's plan")
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
 	}
 
 	r.set(m, 20)

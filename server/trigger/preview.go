@@ -82,9 +82,20 @@ type PreviewEvent struct {
 // source: Prometheus's query_range, or the fleet model's history (6 h). It
 // starts with the switch off and nobody confirming a proposed recovery.
 // It writes nothing.
-func (s *Service) Preview(ctx context.Context, app string, in PreviewInput) (*Preview, error) {
+//
+// A preview runs the rule's query through the console's metric sources
+// (with the console's Prometheus credentials, up to thousands of points),
+// so it takes the right to change the app, and each actor gets
+// PreviewBurst previews at once and PreviewsPerMinute after that.
+func (s *Service) Preview(ctx context.Context, a server.Actor, app string, in PreviewInput) (*Preview, error) {
+	if !a.CanWrite(app) {
+		return nil, fmt.Errorf("%w: previews run queries with the console's credentials; they need the right to change app %q", server.ErrForbidden, app)
+	}
+	if _, d := s.previews.Admit(a.Name); !d.OK {
+		return nil, fmt.Errorf("%w: at most %d previews a minute; try again in %s", server.ErrRateLimited, PreviewsPerMinute, d.RetryAfter.Round(time.Second)+time.Second)
+	}
 	var v server.FieldErrors
-	r, err := build(app, in.Rule, s.check(ctx, app))
+	r, err := build(app, in.Rule, s.check(ctx, app, probe{}))
 	var ve *server.ValidationError
 	if errors.As(err, &ve) {
 		for _, fe := range ve.Fields {

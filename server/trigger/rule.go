@@ -25,7 +25,8 @@ const (
 	DefaultCooldown    = time.Minute
 	DefaultFlapMax     = 4
 	DefaultFlapWindow  = time.Hour
-	DefaultMissingData = MissingHold
+	DefaultOnNoData    = MissingHold
+	DefaultOnError     = MissingHold
 	maxDuration        = 30 * 24 * time.Hour
 	maxFlapTransitions = 1000
 	maxDescriptionLen  = 2000
@@ -50,7 +51,8 @@ type Rule struct {
 	RecoverFor         string
 	Cooldown           string
 	MaxOn              string
-	MissingData        string
+	OnNoData           string `gorm:"column:missing_data"`
+	OnError            string
 	ConfirmRecovery    bool
 	FlapMaxTransitions int
 	FlapWindow         string
@@ -76,7 +78,7 @@ func (r *Rule) Policy(interval time.Duration) Policy {
 	return Policy{
 		Trigger:  Condition{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: dur(r.TriggerFor)},
 		Recover:  Condition{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: dur(r.RecoverFor)},
-		Cooldown: dur(r.Cooldown), MaxOn: dur(r.MaxOn), MissingData: r.MissingData,
+		Cooldown: dur(r.Cooldown), MaxOn: dur(r.MaxOn), OnNoData: r.OnNoData, OnError: r.OnError,
 		ConfirmRecovery: r.ConfirmRecovery, FlapMax: r.FlapMaxTransitions, FlapWindow: dur(r.FlapWindow),
 		Interval: interval,
 	}
@@ -110,7 +112,8 @@ type Input struct {
 	Recover         CondInput     `json:"recover"`
 	Cooldown        string        `json:"cooldown"`
 	MaxOn           string        `json:"max_on"`
-	MissingData     string        `json:"missing_data"`
+	OnNoData        string        `json:"on_no_data"`
+	OnError         string        `json:"on_error"`
 	ConfirmRecovery bool          `json:"confirm_recovery"`
 	Flap            *FlapInput    `json:"flap"`
 	Rollout         *RolloutInput `json:"rollout"`
@@ -194,7 +197,7 @@ func build(app string, in Input, check checks) (*Rule, error) {
 	r := &Rule{
 		App: app, Name: strings.TrimSpace(in.Name), SwitchName: strings.TrimSpace(in.Switch),
 		Description: strings.TrimSpace(in.Description), Source: strings.TrimSpace(in.Source), Query: strings.TrimSpace(in.Query),
-		MissingData: in.MissingData, ConfirmRecovery: in.ConfirmRecovery, Mode: in.Mode,
+		OnNoData: in.OnNoData, OnError: in.OnError, ConfirmRecovery: in.ConfirmRecovery, Mode: in.Mode,
 	}
 	if !wire.ValidName(r.Name) {
 		v.Addf("name", "must match %s", wire.NamePattern)
@@ -217,29 +220,29 @@ func build(app string, in Input, check checks) (*Rule, error) {
 	}
 
 	trig, rec := in.Trigger, in.Recover
-	if !trig.Op.Valid() {
+	if !trig.Op.Ordered() {
 		v.Addf("trigger.op", "must be one of %s", opList())
 	}
-	if rec.Op == "" && trig.Op.Valid() {
-		rec.Op = trig.Op.opposite()
+	if rec.Op == "" && trig.Op.Ordered() {
+		rec.Op = opposite(trig.Op)
 	}
 	// An absent recover.op follows trigger.op: when that is wrong, only
 	// trigger.op is to fix.
-	if rec.Op != "" && !rec.Op.Valid() {
+	if rec.Op != "" && !rec.Op.Ordered() {
 		v.Addf("recover.op", "must be one of %s", opList())
 	}
 	threshold(&v, "trigger.threshold", trig.Threshold)
 	threshold(&v, "recover.threshold", rec.Threshold)
-	if trig.Op.Valid() && rec.Op.Valid() {
+	if trig.Op.Ordered() && rec.Op.Ordered() {
 		switch {
-		case trig.Op.upward() == rec.Op.upward():
-			v.Addf("recover.op", "must point the other way from trigger.op %s: %s or %s", trig.Op, trig.Op.opposite(), oppositeInclusive(trig.Op))
+		case trig.Op.Upward() == rec.Op.Upward():
+			v.Addf("recover.op", "must point the other way from trigger.op %s: %s or %s", trig.Op, opposite(trig.Op), oppositeInclusive(trig.Op))
 		case trig.Threshold != nil && rec.Threshold != nil && finite(*trig.Threshold) && finite(*rec.Threshold):
 			t, x := *trig.Threshold, *rec.Threshold
-			if trig.Op.upward() && x >= t {
+			if trig.Op.Upward() && x >= t {
 				v.Addf("recover.threshold", "must be below the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
 			}
-			if !trig.Op.upward() && x <= t {
+			if !trig.Op.Upward() && x <= t {
 				v.Addf("recover.threshold", "must be above the trigger threshold %s (the safe side), got %s", formatNum(t), formatNum(x))
 			}
 		}
@@ -256,13 +259,8 @@ func build(app string, in Input, check checks) (*Rule, error) {
 	r.Cooldown = duration(&v, "cooldown", in.Cooldown, DefaultCooldown)
 	r.MaxOn = duration(&v, "max_on", in.MaxOn, 0)
 
-	switch r.MissingData {
-	case "":
-		r.MissingData = DefaultMissingData
-	case MissingHold, MissingBreaching, MissingNotBreaching:
-	default:
-		v.Addf("missing_data", "must be %q, %q or %q", MissingHold, MissingBreaching, MissingNotBreaching)
-	}
+	r.OnNoData = treatment(&v, "on_no_data", r.OnNoData)
+	r.OnError = treatment(&v, "on_error", r.OnError)
 	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: DefaultFlapWindow.String()}
 	if in.Flap != nil {
 		flap = *in.Flap
@@ -340,8 +338,20 @@ func opList() string {
 }
 
 func oppositeInclusive(o Op) Op {
-	if o.upward() {
+	if o.Upward() {
 		return AtMost
 	}
 	return AtLeast
+}
+
+// treatment validates what a sample without a value counts as; "" is the
+// default, hold.
+func treatment(v *server.FieldErrors, field, t string) string {
+	if t == "" {
+		return MissingHold
+	}
+	if err := signal.CheckTreatment(t); err != nil {
+		v.Add(field, err.Error())
+	}
+	return t
 }

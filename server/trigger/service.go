@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/sdk/limit"
+	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -27,8 +30,21 @@ type Config struct {
 	Interval time.Duration
 	// Plans are the staged rollouts, for rules whose rollout is a template
 	// (nil: such rules are refused).
-	Plans  Planner
+	Plans Planner
+	// Drills says which drills are running (nil: none ever are); a rule
+	// reading the fleet signals of a drilled app holds meanwhile.
+	Drills Drills
 	Logger *slog.Logger
+	// Clock is the previews' rate limit clock (nil: the system's).
+	Clock limit.Clock
+}
+
+// Drills is what the trigger job needs of the drills (drill.Service is
+// one): the runs whose override is in place now.
+type Drills interface {
+	// Running maps each app with a drill in progress to the drill run's
+	// cause ("drill/checkout/reco-monthly#4").
+	Running(ctx context.Context) (map[string]string, error)
 }
 
 // Planner is what a rule whose rollout is a staged-rollout template needs
@@ -39,6 +55,8 @@ type Planner interface {
 	CheckTemplate(name string) error
 	StartTemplate(j *server.JobTx, a server.Actor, app, sw, template, reason string) (int64, error)
 	EndPlan(j *server.JobTx, a server.Actor, app, sw, reason string) (bool, error)
+	// Runs reports whether a plan a started is active on app/sw.
+	Runs(j *server.JobTx, a server.Actor, app, sw string) (bool, error)
 }
 
 // Service keeps the rules and their state: every change a person makes
@@ -49,8 +67,29 @@ type Service struct {
 	sources  signal.Sources
 	interval time.Duration
 	plans    Planner
+	drills   Drills
 	log      *slog.Logger
 	wake     chan struct{}
+	previews *limit.Keyed // per actor
+}
+
+// Preview limits, per actor.
+const (
+	PreviewsPerMinute = 10
+	PreviewBurst      = 10
+)
+
+// newPreviewLimit is the token bucket of previews, keyed by actor.
+func newPreviewLimit(clock limit.Clock) *limit.Keyed {
+	k, err := limit.NewKeyed(&wire.LimitRule{
+		App: "switchyard-console", Resource: "trigger-preview", Kind: wire.KindTokenBucket,
+		Mode: wire.ModeEnforce, Scope: wire.ScopeInstance, Rate: PreviewsPerMinute / 60.0, Burst: PreviewBurst,
+		KeyBy: wire.KeyBy{Source: "context", MaxKeys: 10_000, TTL: wire.Duration(30 * time.Minute)},
+	}, clock)
+	if err != nil {
+		panic("trigger: preview limit rule: " + err.Error()) // a constant rule; cannot fail
+	}
+	return k
 }
 
 // New returns the trigger service on the console's service and metric
@@ -62,7 +101,8 @@ func New(core *server.Service, sources signal.Sources, cfg Config) *Service {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, log: cfg.Logger, wake: make(chan struct{}, 1)}
+	return &Service{core: core, sources: sources, interval: cfg.Interval, plans: cfg.Plans, drills: cfg.Drills, log: cfg.Logger, wake: make(chan struct{}, 1),
+		previews: newPreviewLimit(cfg.Clock)}
 }
 
 // Interval is the evaluation period.
@@ -184,10 +224,46 @@ func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) 
 	return out, nil
 }
 
-// check returns build's checks for app: its sources, and the staged
-// rollouts' templates.
-func (s *Service) check(ctx context.Context, app string) checks {
-	return checks{query: s.queryCheck(ctx, app), template: s.templateCheck}
+// check returns build's checks for app: its sources, the answer of the
+// query run once before saving (tried), and the staged rollouts'
+// templates.
+func (s *Service) check(ctx context.Context, app string, tried probe) checks {
+	return checks{query: s.queryCheck(ctx, app, tried), template: s.templateCheck}
+}
+
+// probe is a rule's query run once before it is saved.
+type probe struct {
+	source, query string
+	// refused is the query's field error when the source refused to
+	// evaluate it (several series, say); warning says it has no data now,
+	// or could not be run.
+	refused *server.FieldError
+	warning string
+}
+
+// try runs query once on app's source before a save, outside any
+// transaction. A query that does not even parse is left to the check.
+func (s *Service) try(ctx context.Context, app, source, query string) probe {
+	p := probe{source: strings.TrimSpace(source), query: strings.TrimSpace(query)}
+	src, err := s.sources.For(p.source, app)
+	if err != nil || src.Check(ctx, p.query) != nil {
+		return p
+	}
+	w, err := signal.TryQuery(ctx, src, p.query, s.core.Now())
+	var qe *signal.QueryError
+	if errors.As(err, &qe) {
+		p.refused = &server.FieldError{Field: "query", Msg: qe.Msg}
+	}
+	p.warning = w
+	return p
+}
+
+// warnings are what the answer to a save says besides the rule.
+func (p probe) warnings() []string {
+	if p.warning == "" {
+		return nil
+	}
+	return []string{"query: " + p.warning}
 }
 
 // templateCheck checks a rule's rollout template.
@@ -206,7 +282,7 @@ func (s *Service) templateCheck(name string) *server.FieldError {
 }
 
 // queryCheck checks a rule's source and query against app's sources.
-func (s *Service) queryCheck(ctx context.Context, app string) func(source, query string) *server.FieldError {
+func (s *Service) queryCheck(ctx context.Context, app string, tried probe) func(source, query string) *server.FieldError {
 	return func(source, query string) *server.FieldError {
 		src, err := s.sources.For(source, app)
 		if err != nil {
@@ -218,6 +294,9 @@ func (s *Service) queryCheck(ctx context.Context, app string) func(source, query
 				return &server.FieldError{Field: "query", Msg: qe.Msg}
 			}
 			return &server.FieldError{Field: "query", Msg: "could not be checked: " + err.Error()}
+		}
+		if source == tried.source && query == tried.query {
+			return tried.refused
 		}
 		return nil
 	}
@@ -242,11 +321,12 @@ func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
 // once the metric recovers.
 func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Input) (*View, error) {
 	var out View
+	tried := s.try(ctx, app, in.Source, in.Query)
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			// The switch's existence is reported with the other fields.
 			var v server.FieldErrors
-			r, err := build(app, in, s.check(ctx, app))
+			r, err := build(app, in, s.check(ctx, app, tried))
 			v.AddErr("", err)
 			sw, err := loadSwitch(tx, app, r.SwitchName)
 			var ve *server.ValidationError
@@ -282,36 +362,36 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	if err != nil {
 		return nil, err
 	}
+	out.Warnings = tried.warnings()
 	return &out, nil
 }
 
 // Update merges p over a rule. A running hold ends (the thresholds it was
 // judged by changed); a lock or pause stays.
 func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, p Patch) (*View, error) {
-	var out View
+	var (
+		out   View
+		tried probe
+	)
+	if cur, err := loadRule(s.db(ctx), app, name); err == nil {
+		if in, v := p.merged(cur); v.Err() == nil {
+			tried = s.try(ctx, app, in.Source, in.Query)
+		}
+	}
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerUpdate, Reason: p.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			cur, err := loadRule(tx, app, name)
 			if err != nil {
 				return "", nil, nil, err
 			}
-			in := cur.Input()
-			if replacesRollout(p.Fields) {
-				in.Rollout = nil // a percent and a template replace each other; null clears
-			}
-			// Every bad field at once: the patch's unknown members and
-			// wrong types, then the merged rule's checks.
-			var v server.FieldErrors
-			if len(p.Fields) > 0 {
-				v = server.DecodeJSON(p.Fields, &in)
-			}
+			in, v := p.merged(cur)
 			if in.Name != cur.Name {
 				v.Addf("name", "cannot be changed; create a rule with the new name and delete this one")
 			}
 			if in.Switch != cur.SwitchName {
 				v.Addf("switch", "cannot be changed; create a rule for the other switch")
 			}
-			next, err := build(app, in, s.check(ctx, app))
+			next, err := build(app, in, s.check(ctx, app, tried))
 			v.AddErr("", err)
 			if err := v.Err(); err != nil {
 				return "", nil, nil, err
@@ -350,7 +430,22 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	if err != nil {
 		return nil, err
 	}
+	out.Warnings = tried.warnings()
 	return &out, nil
+}
+
+// merged is the input of rule cur with the patch merged over it, and
+// the patch's unknown members and wrong types.
+func (p Patch) merged(cur *Rule) (Input, server.FieldErrors) {
+	in := cur.Input()
+	if replacesRollout(p.Fields) {
+		in.Rollout = nil // a percent and a template replace each other; null clears
+	}
+	var v server.FieldErrors
+	if len(p.Fields) > 0 {
+		v = server.DecodeJSON(p.Fields, &in)
+	}
+	return in, v
 }
 
 // Delete removes a rule, its state and its evaluations, and resolves its
@@ -476,7 +571,7 @@ func (s *Service) kick() {
 
 // resolveFindings resolves the lock and hand-off findings of rule r.
 func resolveFindings(tx *gorm.DB, r *Rule, why string, now time.Time) error {
-	for _, k := range []finding.Kind{finding.TriggerLocked, finding.TriggerHandoff} {
+	for _, k := range []finding.Kind{finding.TriggerLocked, finding.TriggerHandoff, finding.TriggerOverridden} {
 		if _, err := finding.Resolve(tx, k, r.Target(), why, now); err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 func TestStateWritesAreGuarded(t *testing.T) {
 	db := servertest.OpenDB(t, "", t.TempDir())
 	r := &Rule{App: "checkout", Name: "cpu-high", SwitchName: "reco", Source: "fleet", Query: "instances{}", TriggerOp: Above, RecoverOp: Below,
-		TriggerFor: "0s", RecoverFor: "0s", Cooldown: "0s", MaxOn: "0s", MissingData: MissingHold, FlapMaxTransitions: 4, FlapWindow: "1h0m0s", Mode: ModeEnforce}
+		TriggerFor: "0s", RecoverFor: "0s", Cooldown: "0s", MaxOn: "0s", OnNoData: MissingHold, OnError: MissingHold, FlapMaxTransitions: 4, FlapWindow: "1h0m0s", Mode: ModeEnforce}
 	r.UpdatedAt, r.CreatedAt = t0, t0
 	if err := db.Create(r).Error; err != nil {
 		t.Fatal(err)

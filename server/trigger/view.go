@@ -16,7 +16,8 @@ type View struct {
 	Recover         CondView      `json:"recover"`
 	Cooldown        string        `json:"cooldown"`
 	MaxOn           string        `json:"max_on"`
-	MissingData     string        `json:"missing_data"`
+	OnNoData        string        `json:"on_no_data"`
+	OnError         string        `json:"on_error"`
 	ConfirmRecovery bool          `json:"confirm_recovery"`
 	Flap            FlapInput     `json:"flap"`
 	Rollout         *RolloutInput `json:"rollout"`
@@ -27,6 +28,9 @@ type View struct {
 	UpdatedAt       time.Time     `json:"updated_at"`
 	CreatedAt       time.Time     `json:"created_at"`
 	Status          *Status       `json:"status,omitempty"`
+	// Warnings come with the answer to a save: the query has no data now,
+	// say. They are not stored.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // CondView is one side of a rule.
@@ -69,7 +73,7 @@ func (r *Rule) config() View {
 		App: r.App, Name: r.Name, Switch: r.SwitchName, Description: r.Description, Source: r.Source, Query: r.Query,
 		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: r.TriggerFor},
 		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: r.RecoverFor},
-		Cooldown: r.Cooldown, MaxOn: r.MaxOn, MissingData: r.MissingData, ConfirmRecovery: r.ConfirmRecovery,
+		Cooldown: r.Cooldown, MaxOn: r.MaxOn, OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
 		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
@@ -121,7 +125,7 @@ func (v *View) Input() Input {
 		Name: v.Name, Switch: v.Switch, Description: v.Description, Source: v.Source, Query: v.Query,
 		Trigger:  CondInput{Op: v.Trigger.Op, Threshold: &th, For: v.Trigger.For},
 		Recover:  CondInput{Op: v.Recover.Op, Threshold: &rt, For: v.Recover.For},
-		Cooldown: v.Cooldown, MaxOn: v.MaxOn, MissingData: v.MissingData, ConfirmRecovery: v.ConfirmRecovery,
+		Cooldown: v.Cooldown, MaxOn: v.MaxOn, OnNoData: v.OnNoData, OnError: v.OnError, ConfirmRecovery: v.ConfirmRecovery,
 		Flap: &flap, Rollout: v.Rollout, Mode: v.Mode,
 	}
 }

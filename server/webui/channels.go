@@ -119,7 +119,8 @@ func (p channelPages) remove(c *gin.Context) {
 // rather than sending another test.
 func (p channelPages) test(c *gin.Context) {
 	name := c.Param("channel")
-	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name)
+	fp := &formParser{c: c}
+	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, fp.str("reason"))
 	if err != nil {
 		p.show(c, 0, "test:"+name, err, nil)
 		return

@@ -66,13 +66,13 @@ func (d drillPages) section(c *gin.Context, sw *server.Switch) (any, error) {
 	}
 	rows := make([]DrillRow, 0, len(list))
 	for i := range list {
-		row := DrillRow{DrillView: list[i].View(d.svc.Now())}
+		row := DrillRow{DrillView: list[i].ViewFor(d.svc.Now(), actor(c).CanWrite(sw.App))}
 		runs, err := d.svc.Runs(ctx, sw.App, list[i].Name, 5)
 		if err != nil {
 			return nil, err
 		}
 		for j := range runs {
-			v := runs[j].View()
+			v := runs[j].ViewFor(actor(c).CanWrite(sw.App))
 			if runs[j].Open() {
 				row.Open = &v
 			}
@@ -106,7 +106,7 @@ func (d drillPages) renderRun(c *gin.Context, status int, form string, ferr erro
 	if !ok {
 		return
 	}
-	v := r.View()
+	v := r.ViewFor(actor(c).CanWrite(r.App))
 	p := &page{Title: "Drill " + r.App + "/" + r.Drill + " #" + strconv.FormatInt(r.Number, 10), Nav: "switches",
 		Data: map[string]any{"R": v, "Switch": switchURL(r.App, r.SwitchName), "Self": runURL(r.App, r.Drill, r.Number)}}
 	if ferr != nil {
@@ -166,7 +166,7 @@ func (d drillPages) download(markdown bool) gin.HandlerFunc {
 		if !ok {
 			return
 		}
-		name, ctype, body, err := r.ReportFile(markdown)
+		name, ctype, body, err := r.ReportFile(markdown, actor(c).CanWrite(r.App))
 		if err != nil {
 			d.h.log.Error("webui: drill report", "path", c.Request.URL.Path, "err", err)
 			d.h.message(c, http.StatusInternalServerError, "Report unavailable", "The report could not be written; the console's log says why.")

@@ -33,7 +33,7 @@ func TestDrillPages(t *testing.T) {
 		t.Fatalf("switch: %d", s)
 	}
 	if s := apiCall(t, c.URL(), "POST", "/api/v1/apps/checkout/drills", `{"name":"monthly","switch":"recommend","schedule":"0 3 1 * *","timezone":"Europe/Berlin",`+
-		`"target":{"selector":"canary=true"},"duration":"2m","probes":[{"url":"http://127.0.0.1:1/recommendations","required_fields":["/items"]}],"reason":"seed"}`); s != 201 {
+		`"target":{"selector":"canary=true"},"duration":"2m","probes":[{"url":"http://checkout.invalid/recommendations","required_fields":["/items"]}],"reason":"seed"}`); s != 201 {
 		t.Fatalf("drill: %d", s)
 	}
 	cl := newClient(t, c)

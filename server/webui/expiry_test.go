@@ -118,6 +118,9 @@ func TestChannelsPage(t *testing.T) {
 	var got atomic.Int64
 	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Add(1) }))
 	t.Cleanup(rcv.Close)
+	if err := c.Egress.Allow(rcv.Listener.Addr().String()); err != nil { // the receiver this test started
+		t.Fatal(err)
+	}
 	cl := newClient(t, c)
 	cl.signIn("admin", bootstrapToken)
 	tok := cl.csrf("/ui/channels")
@@ -139,7 +142,7 @@ func TestChannelsPage(t *testing.T) {
 	}
 	// Post/redirect/get: the test leads to the log with its answer on
 	// top, and loading that page again sends nothing.
-	status, loc, _ := cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}})
+	status, loc, _ := cl.post("/ui/channels/ops/test", url.Values{"_csrf": {tok}, "reason": {"check the receiver"}})
 	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/channels?channel=ops&tested=") {
 		t.Fatalf("send test: %d %q", status, loc)
 	}

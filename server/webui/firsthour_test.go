@@ -190,9 +190,13 @@ func TestBrowserFirstHour(t *testing.T) {
 		var hits atomic.Int64
 		rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 		t.Cleanup(rcv.Close)
+		if err := c.Egress.Allow(rcv.Listener.Addr().String()); err != nil { // the receiver this test started
+			t.Fatal(err)
+		}
 		api(t, s.base, http.MethodPost, "/api/v1/channels", `{"name":"ops","url":"`+rcv.URL+`/hook","secret":"a-long-enough-secret-1","events":["channel.test"],"reason":"seed"}`, http.StatusCreated)
 		open(s.base+"/ui/channels", `#verify-help`)
-		s.do("send a test", chromedp.Click(chromedp.CSS(`form[action="/ui/channels/ops/test"] button`)), chromedp.WaitVisible(chromedp.CSS(`#test-result`)))
+		s.do("send a test", chromedp.SetValue(chromedp.CSS(`form[action="/ui/channels/ops/test"] input[name="reason"]`), "check the receiver"),
+			chromedp.Click(chromedp.CSS(`form[action="/ui/channels/ops/test"] button`)), chromedp.WaitVisible(chromedp.CSS(`#test-result`)))
 		s.do("reload", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#test-result`)))
 		if n := hits.Load(); n != 1 {
 			t.Errorf("Send test and a reload sent %d requests, want 1", n)

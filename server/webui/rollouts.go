@@ -89,7 +89,7 @@ func (h *handler) startRollout(c *gin.Context) {
 	tmpl, direction, _ := strings.Cut(fp.str("template"), "/")
 	in := rollout.Input{Switch: name, Template: tmpl, Direction: direction, Reason: fp.str("reason"),
 		OnFailure: fp.str("on_failure")}
-	gate := &rollout.GateInput{OnNoData: fp.str("on_no_data")}
+	gate := &rollout.GateInput{OnNoData: fp.str("on_no_data"), OnError: fp.str("on_error")}
 	if q := fp.str("query"); q != "" {
 		cond := rollout.ConditionInput{Source: fp.str("source"), Query: q, Op: fp.str("op")}
 		if fp.str("threshold") == "" {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -114,7 +115,7 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 	if v == nil {
 		return map[string]string{
 			"switch": sw, "source": "prometheus", "trigger.op": ">", "recover.op": "<", "trigger.for": "30s", "recover.for": "5m",
-			"cooldown": server.ShortDuration(trigger.DefaultCooldown), "missing_data": trigger.DefaultMissingData, "mode": trigger.ModeEnforce,
+			"cooldown": server.ShortDuration(trigger.DefaultCooldown), "on_no_data": trigger.DefaultOnNoData, "on_error": trigger.DefaultOnError, "mode": trigger.ModeEnforce,
 			"flap.max_transitions": strconv.Itoa(trigger.DefaultFlapMax), "flap.window": server.ShortDuration(trigger.DefaultFlapWindow), "range": "6h",
 		}
 	}
@@ -122,7 +123,7 @@ func editorValues(v *trigger.View, sw string) map[string]string {
 		"name": v.Name, "switch": v.Switch, "description": v.Description, "source": v.Source, "query": v.Query,
 		"trigger.op": string(v.Trigger.Op), "trigger.threshold": num(v.Trigger.Threshold), "trigger.for": shortFor(v.Trigger.For),
 		"recover.op": string(v.Recover.Op), "recover.threshold": num(v.Recover.Threshold), "recover.for": shortFor(v.Recover.For),
-		"cooldown": shortFor(v.Cooldown), "max_on": shortFor(v.MaxOn), "missing_data": v.MissingData, "mode": v.Mode,
+		"cooldown": shortFor(v.Cooldown), "max_on": shortFor(v.MaxOn), "on_no_data": v.OnNoData, "on_error": v.OnError, "mode": v.Mode,
 		"flap.max_transitions": strconv.Itoa(v.Flap.MaxTransitions), "flap.window": shortFor(v.Flap.Window),
 		"version": strconv.FormatInt(v.Version, 10), "range": "6h",
 	}
@@ -157,7 +158,7 @@ func ruleInput(fp *formParser, app string) trigger.Input {
 		Name: fp.str("name"), Switch: fp.str("switch"), Description: fp.str("description"), Source: fp.str("source"), Query: fp.str("query"),
 		Trigger:  trigger.CondInput{Op: trigger.Op(fp.str("trigger.op")), Threshold: optFloat(fp, "trigger.threshold"), For: fp.str("trigger.for")},
 		Recover:  trigger.CondInput{Op: trigger.Op(fp.str("recover.op")), Threshold: optFloat(fp, "recover.threshold"), For: fp.str("recover.for")},
-		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), MissingData: fp.str("missing_data"), Mode: fp.str("mode"),
+		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), OnNoData: fp.str("on_no_data"), OnError: fp.str("on_error"), Mode: fp.str("mode"),
 		ConfirmRecovery: fp.str("confirm_recovery") == "on", Reason: fp.str("reason"),
 		Flap: &trigger.FlapInput{MaxTransitions: fp.int("flap.max_transitions"), Window: fp.str("flap.window")},
 	}
@@ -262,7 +263,7 @@ func (t *triggerPages) newPage(c *gin.Context) {
 		fp := &formParser{c: c, from: c.Request.URL.Query()}
 		in := ruleInput(fp, app)
 		if err = fp.err(); err == nil {
-			e.Preview, err = t.preview(c.Request.Context(), app, in, vals["range"])
+			e.Preview, err = t.preview(c.Request.Context(), actor(c), app, in, vals["range"])
 		}
 		if err != nil {
 			t.h.fail(c, "trigger", p, "rule", err)
@@ -344,10 +345,15 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	if err == nil {
 		e.Evals, err = t.svc.Evaluations(ctx, app, name, 50)
 	}
-	if err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" {
+	if a := actor(c); err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" && a.CanWrite(app) {
 		// The chart is no live region: a live refresh does not ask the
-		// source for hours of history again.
-		e.Preview, err = t.preview(ctx, app, v.Input(), vals["range"])
+		// source for hours of history again. Only those who may change
+		// the app get it (a preview queries with the console's
+		// credentials), and a page past the preview limit shows none.
+		e.Preview, err = t.preview(ctx, a, app, v.Input(), vals["range"])
+		if errors.Is(err, server.ErrRateLimited) {
+			err = nil
+		}
 	}
 	if ferr == nil && err != nil {
 		form, ferr = "page", err
@@ -360,8 +366,8 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 }
 
 // preview evaluates in over rng (default 6h) and draws it.
-func (t *triggerPages) preview(ctx context.Context, app string, in trigger.Input, rng string) (*previewView, error) {
-	pv, err := t.svc.Preview(ctx, app, trigger.PreviewInput{Rule: in, Range: rng})
+func (t *triggerPages) preview(ctx context.Context, a server.Actor, app string, in trigger.Input, rng string) (*previewView, error) {
+	pv, err := t.svc.Preview(ctx, a, app, trigger.PreviewInput{Rule: in, Range: rng})
 	if err != nil {
 		return nil, err
 	}
@@ -425,7 +431,7 @@ func (t *triggerPages) edit(c *gin.Context) {
 
 // renderPreview shows the rule's page with the editor's draft previewed.
 func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Input, vals map[string]string) {
-	pv, err := t.preview(c.Request.Context(), app, in, vals["range"])
+	pv, err := t.preview(c.Request.Context(), actor(c), app, in, vals["range"])
 	if err != nil {
 		t.renderRule(c, 0, "rule", err, vals)
 		return
@@ -454,7 +460,7 @@ func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Inpu
 func patchFields(in trigger.Input) ([]byte, error) {
 	m := map[string]any{
 		"description": in.Description, "source": in.Source, "query": in.Query, "trigger": in.Trigger, "recover": in.Recover,
-		"cooldown": in.Cooldown, "max_on": in.MaxOn, "missing_data": in.MissingData, "confirm_recovery": in.ConfirmRecovery,
+		"cooldown": in.Cooldown, "max_on": in.MaxOn, "on_no_data": in.OnNoData, "on_error": in.OnError, "confirm_recovery": in.ConfirmRecovery,
 		"flap": in.Flap, "rollout": in.Rollout, "mode": in.Mode,
 	}
 	return json.Marshal(m)

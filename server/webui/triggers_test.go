@@ -38,7 +38,7 @@ func startTriggerConsole(t *testing.T, prom *promtest.Server) *console.Console {
 func ruleForm(tok string, kv ...string) url.Values {
 	f := url.Values{"_csrf": {tok}, "name": {"cpu-high"}, "switch": {"recommend"}, "mode": {"enforce"}, "source": {"prometheus"},
 		"query": {"max(ui_cpu)"}, "trigger.op": {">"}, "trigger.threshold": {"80"}, "trigger.for": {"1s"},
-		"recover.op": {"<"}, "recover.threshold": {"60"}, "recover.for": {"1s"}, "cooldown": {"0s"}, "missing_data": {"hold"},
+		"recover.op": {"<"}, "recover.threshold": {"60"}, "recover.for": {"1s"}, "cooldown": {"0s"}, "on_no_data": {"hold"},
 		"flap.max_transitions": {"4"}, "flap.window": {"1h"}, "range": {"1m"}, "reason": {"protect the cart"}, "action": {"save"}}
 	for i := 0; i+1 < len(kv); i += 2 {
 		f.Set(kv[i], kv[i+1])

@@ -568,5 +568,11 @@ func receiptNote(rc server.Receipt) string {
 }
 
 func isTLS(c *gin.Context) bool {
-	return c.Request.TLS != nil || strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https")
+	if c.Request.TLS != nil {
+		return true
+	}
+	// Behind a TLS-terminating proxy: only a trusted proxy (--trusted-
+	// proxies) is believed, and gin believes its X-Forwarded-For only then,
+	// so a client address that differs from the peer's marks one.
+	return strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https") && c.ClientIP() != c.RemoteIP()
 }
