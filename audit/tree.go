@@ -180,11 +180,14 @@ func (r *edgeReader) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
 // tree behind.
 func SyncTree(ctx context.Context, db *gorm.DB) (int64, error) {
 	db = db.WithContext(ctx)
-	size, err := storedTreeSize(db)
+	// The head first: events and their tree hashes commit together, so a
+	// tree read after the head is at least as big unless it lacks events.
+	head, err := TreeSize(ctx, db)
 	if err != nil {
 		return 0, err
 	}
-	if head, err := TreeSize(ctx, db); err != nil || head == size {
+	size, err := storedTreeSize(db)
+	if err != nil || size >= head {
 		return size, err
 	}
 	err = db.Transaction(func(tx *gorm.DB) (err error) {
