@@ -2,17 +2,15 @@ package main
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
+	"github.com/switchyard-io/switchyard/internal/bintest"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 )
 
@@ -20,18 +18,14 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "agent-bin")
+	path, cleanup, err := bintest.Build("agent")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "agent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	bin = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -42,45 +36,11 @@ func agentArgs(t *testing.T) []string {
 		"--etcd-endpoints", "http://" + etcdtest.FreeAddr(t), "--snapshot-dir", t.TempDir()}
 }
 
-// fails runs the binary, expects exit status 1 with exactly one line on
-// stderr starting "agent: ", and returns the line.
+// fails runs the agent, with the console's and its own listen variables
+// unset, and expects the one-line start-up failure.
 func fails(t *testing.T, args []string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "SWITCHYARD_LISTEN=", "SWITCHYARD_AGENT_LISTEN=")
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-		t.Fatalf("the agent kept running:\n%s", stderr.String())
-	}
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("exit: %v, want status 1\nstderr: %s", err, stderr.String())
-	}
-	msg := strings.TrimSuffix(stderr.String(), "\n")
-	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "agent: ") || strings.HasPrefix(msg, "agent: agent:") {
-		t.Fatalf("stderr is not one line of error:\n%s", stderr.String())
-	}
-	return msg
-}
-
-func holdPort(t *testing.T, addr string) {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	return bintest.Fails(t, bin, "agent", args, "SWITCHYARD_LISTEN=", "SWITCHYARD_AGENT_LISTEN=")
 }
 
 func flagValue(args []string, name string) string {
@@ -102,11 +62,11 @@ func TestBinaryStartFailures(t *testing.T) {
 		want  []string
 	}{
 		{"API port taken", func(t *testing.T, args []string) []string {
-			holdPort(t, flagValue(args, "--listen"))
+			bintest.HoldPort(t, flagValue(args, "--listen"))
 			return args
 		}, []string{"address already in use", "change --listen or SWITCHYARD_AGENT_LISTEN"}},
 		{"OFREP port taken", func(t *testing.T, args []string) []string {
-			holdPort(t, flagValue(args, "--ofrep-listen"))
+			bintest.HoldPort(t, flagValue(args, "--ofrep-listen"))
 			return args
 		}, []string{"address already in use", "change --ofrep-listen or SWITCHYARD_AGENT_OFREP_LISTEN"}},
 		{"snapshot dir unusable", func(t *testing.T, args []string) []string {

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +20,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/switchyard-io/switchyard/internal/bintest"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -31,18 +30,14 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "console-bin")
+	path, cleanup, err := bintest.Build("console")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bin = filepath.Join(dir, "console")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
-		os.Exit(1)
-	}
+	bin = path
 	code := m.Run()
-	os.RemoveAll(dir)
+	cleanup()
 	os.Exit(code)
 }
 
@@ -201,47 +196,10 @@ func TestBinarySIGTERMWithClient(t *testing.T) {
 	}
 }
 
-// fails runs the binary, expects it to fail at start and returns its one
-// line of stderr.
+// fails runs the console and expects the one-line start-up failure.
 func fails(t *testing.T, args []string, env ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	done := make(chan error, 1)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- cmd.Wait() }()
-	var err error
-	select {
-	case err = <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("the console kept running:\n%s", stdout.String())
-	}
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
-		t.Fatalf("exit: %v, want status 1\nstderr: %s", err, stderr.String())
-	}
-	msg := strings.TrimSuffix(stderr.String(), "\n")
-	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "console: ") || strings.Contains(msg, "panic") {
-		t.Fatalf("stderr is not one line of error:\n%s", stderr.String())
-	}
-	t.Logf("stderr: %s", msg)
-	return msg
-}
-
-// holdPort listens on a URL's or address's port until the test ends.
-func holdPort(t *testing.T, addr string) {
-	t.Helper()
-	addr = strings.TrimPrefix(addr, "http://")
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
+	return bintest.Fails(t, bin, "console", args, env...)
 }
 
 // TestBinaryStartFailures: each start-up failure exits 1 with one line
@@ -261,15 +219,15 @@ func TestBinaryStartFailures(t *testing.T) {
 		want  []string
 	}{
 		{"HTTP port taken", func(t *testing.T, args []string) []string {
-			holdPort(t, flagValue(args, "--listen"))
+			bintest.HoldPort(t, flagValue(args, "--listen"))
 			return args
 		}, []string{"address already in use", "--listen or SWITCHYARD_LISTEN"}},
 		{"embedded etcd client port taken", func(t *testing.T, args []string) []string {
-			holdPort(t, flagValue(args, "--embedded-etcd-client-url"))
+			bintest.HoldPort(t, flagValue(args, "--embedded-etcd-client-url"))
 			return args
 		}, []string{"address already in use", "--embedded-etcd-client-url or SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL"}},
 		{"embedded etcd peer port taken", func(t *testing.T, args []string) []string {
-			holdPort(t, flagValue(args, "--embedded-etcd-peer-url"))
+			bintest.HoldPort(t, flagValue(args, "--embedded-etcd-peer-url"))
 			return args
 		}, []string{"address already in use", "--embedded-etcd-peer-url or SWITCHYARD_EMBEDDED_ETCD_PEER_URL"}},
 		{"database unreachable", func(t *testing.T, args []string) []string {
