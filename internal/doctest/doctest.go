@@ -16,7 +16,7 @@
 //   - a line that is only "..." or "…" stands for any number of lines;
 //   - when both lines are JSON, they are compared as JSON: an expected
 //     string "…" (or "...") matches any value, and the members whose values
-//     vary from run to run — revision, request_id, head_hash, on_since,
+//     vary from run to run — revision, request_id, head_hash, tree_root, on_since,
 //     expires_at and every *_at — need only be present;
 //   - trailing spaces and carriage returns do not count.
 //
@@ -244,7 +244,7 @@ func matchJSON(e, g any) bool {
 // so that only its presence is compared.
 func Varies(key string) bool {
 	switch key {
-	case "revision", "request_id", "head_hash", "on_since", "expires_at":
+	case "revision", "request_id", "head_hash", "tree_root", "on_since", "expires_at":
 		return true
 	}
 	return strings.HasSuffix(key, "_at")
