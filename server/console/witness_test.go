@@ -295,7 +295,7 @@ func TestCheckpointProofsAPI(t *testing.T) {
 		}
 	}
 	var notes []struct{ Body, Data string }
-	if err := c.DB.Table("notifications").Where("kind = ?", "audit.checkpoint").Find(&notes).Error; err != nil || len(notes) == 0 {
+	if err := c.DB.Table("notifications").Where("kind = ?", "audit.checkpoint").Order("id").Find(&notes).Error; err != nil || len(notes) == 0 {
 		t.Fatalf("no audit.checkpoint notification: %v", err)
 	}
 	if !strings.Contains(notes[len(notes)-1].Body, "switchyard/default/audit") || !strings.Contains(notes[len(notes)-1].Data, base64.StdEncoding.EncodeToString(cp.Root[:])[:8]) {
