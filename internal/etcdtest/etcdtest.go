@@ -5,9 +5,12 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,16 +33,36 @@ type Server struct {
 // Start starts a member on free loopback ports and stops it when tb ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, cfg: embedetcd.Config{
-		Dir:       tb.TempDir(),
-		ClientURL: "http://" + FreeAddr(tb),
-		PeerURL:   "http://" + FreeAddr(tb),
-		Logger:    zap.NewNop(),
-	}}
-	s.Endpoint = s.cfg.ClientURL
-	s.Restart()
-	tb.Cleanup(s.Stop)
-	return s
+	return start(tb, "http", nil)
+}
+
+// start starts a member whose client URL has the scheme. A port FreeAddr
+// found free can be taken before etcd binds it (another test's outgoing
+// connection may get it as its local port), so a first start that finds
+// its address in use tries again on new ports.
+func start(tb testing.TB, scheme string, tls *embedetcd.TLS) *Server {
+	tb.Helper()
+	s := &Server{tb: tb}
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		s.cfg = embedetcd.Config{
+			Dir:       tb.TempDir(),
+			ClientURL: scheme + "://" + FreeAddr(tb),
+			PeerURL:   "http://" + FreeAddr(tb),
+			Logger:    zap.NewNop(),
+			TLS:       tls,
+		}
+		if s.srv, err = embedetcd.Start(s.cfg); err == nil {
+			s.Endpoint = s.cfg.ClientURL
+			tb.Cleanup(s.Stop)
+			return s
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) && !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	tb.Fatalf("etcdtest: %v", err)
+	return nil
 }
 
 // Stop stops the member; clients see an outage until Restart.

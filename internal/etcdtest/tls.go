@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
 )
 
@@ -80,16 +78,6 @@ func writePEM(tb testing.TB, path, kind string, der []byte) {
 // init-auth` does).
 func StartTLS(tb testing.TB, certs Certs) *Server {
 	tb.Helper()
-	s := &Server{tb: tb, cfg: embedetcd.Config{
-		Dir:       tb.TempDir(),
-		ClientURL: "https://" + FreeAddr(tb),
-		PeerURL:   "http://" + FreeAddr(tb),
-		Logger:    zap.NewNop(),
-		TLS: &embedetcd.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey,
-			TrustedCAFile: certs.CAFile, ClientCertAuth: true},
-	}}
-	s.Endpoint = s.cfg.ClientURL
-	s.Restart()
-	tb.Cleanup(s.Stop)
-	return s
+	return start(tb, "https", &embedetcd.TLS{CertFile: certs.ServerCert, KeyFile: certs.ServerKey,
+		TrustedCAFile: certs.CAFile, ClientCertAuth: true})
 }
