@@ -8,13 +8,11 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
-	"github.com/switchyard-io/switchyard/internal/promtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/rollout"
-	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -23,12 +21,7 @@ import (
 // Prometheus: each case ends with the rule's state equal to the switch's
 // after one evaluation, and with the documented outcome.
 func TestCrossActor(t *testing.T) {
-	prom := promtest.Start(t)
-	src, err := signal.NewPrometheus(signal.PrometheusConfig{Address: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.CloseIdleConnections)
+	prom, src := startPrometheus(t)
 	r := newRig(t, "postgres", prom, src)
 	t.Run("expiry auto_off under a firing rule", func(t *testing.T) { r.t = t; testExpiryUnderRule(r) })
 	t.Run("renew and owner edit under a rule", func(t *testing.T) { r.t = t; testMetadataUnderRule(r) })

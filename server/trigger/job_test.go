@@ -64,6 +64,19 @@ type rig struct {
 	prefix string
 }
 
+// startPrometheus starts a real Prometheus for the test and a source that
+// asks it.
+func startPrometheus(t *testing.T) (*promtest.Server, *signal.Prometheus) {
+	t.Helper()
+	prom := promtest.Start(t)
+	src, err := signal.NewPrometheus(signal.PrometheusConfig{Address: prom.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(src.CloseIdleConnections)
+	return prom, src
+}
+
 func newRig(t *testing.T, dialect string, prom *promtest.Server, src signal.Source) *rig {
 	url := ""
 	if dialect == "postgres" {
@@ -188,12 +201,7 @@ func at(base time.Time, s int) time.Time { return base.Add(time.Duration(s) * ti
 // confirm_recovery, pauses when a person changes the switch, and changes
 // nothing in dry run.
 func TestJob(t *testing.T) {
-	prom := promtest.Start(t)
-	src, err := signal.NewPrometheus(signal.PrometheusConfig{Address: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.CloseIdleConnections)
+	prom, src := startPrometheus(t)
 	for _, dialect := range []string{"postgres", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) {
 			r := newRig(t, dialect, prom, src)

@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-io/switchyard/internal/promtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
-	"github.com/switchyard-io/switchyard/server/signal"
 	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
@@ -17,12 +15,7 @@ import (
 // lasts, and every evaluation records an error. A rule that opts in with
 // on_error breaching does fire.
 func TestPrometheusOutageFlipsNothing(t *testing.T) {
-	prom := promtest.Start(t)
-	src, err := signal.NewPrometheus(signal.PrometheusConfig{Address: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.CloseIdleConnections)
+	prom, src := startPrometheus(t)
 	r := newRig(t, "postgres", prom, src)
 	rule := func() trigger.Input {
 		return trigger.Input{Trigger: trigger.CondInput{Op: ">", Threshold: f(80), For: "20s"}, Recover: trigger.CondInput{Op: "<", Threshold: f(60)},

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-io/switchyard/internal/promtest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -18,12 +17,7 @@ import (
 // answers several series is refused (400 naming query and the count) and
 // nothing is written; one with no data now is saved with a warning.
 func TestQueryRunOnSave(t *testing.T) {
-	prom := promtest.Start(t)
-	src, err := signal.NewPrometheus(signal.PrometheusConfig{Address: prom.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(src.CloseIdleConnections)
+	prom, src := startPrometheus(t)
 	r := newRig(t, "postgres", prom, src)
 	ctx := context.Background()
 	if _, _, err := r.core.CreateSwitch(ctx, admin, "checkout", server.SwitchInput{Name: "reco", Level: wire.L3, Reason: "seed"}); err != nil {
@@ -38,7 +32,7 @@ func TestQueryRunOnSave(t *testing.T) {
 			Trigger: trigger.CondInput{Op: ">", Threshold: f(80)}, Recover: trigger.CondInput{Op: "<", Threshold: f(60)}}
 	}
 
-	_, err = r.svc.Create(ctx, admin, "checkout", rule("many", `{__name__=~"saved_many_.+"}`))
+	_, err := r.svc.Create(ctx, admin, "checkout", rule("many", `{__name__=~"saved_many_.+"}`))
 	var ve *server.ValidationError
 	if !errors.As(err, &ve) || ve.Fields[0].Field != "query" || !strings.Contains(ve.Fields[0].Msg, "returns 2 series") {
 		t.Fatalf("a query of two series: %v", err)
