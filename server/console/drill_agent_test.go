@@ -53,24 +53,7 @@ func startAgentService(t *testing.T, e *env, app string) string {
 	}))
 	t.Cleanup(svc.Close)
 
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-tick.C:
-				if res, err := http.Get(svc.URL + "/recommendations?user=u1"); err == nil {
-					_, _ = io.Copy(io.Discard, res.Body)
-					res.Body.Close()
-				}
-			}
-		}
-	}()
-	t.Cleanup(func() { close(quit); <-done })
+	keepCalling(t, svc.URL+"/recommendations?user=u1")
 	e.allowEgress(svc.Listener.Addr().String())
 	return svc.URL + "/recommendations"
 }

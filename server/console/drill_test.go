@@ -102,6 +102,16 @@ func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarge
 			t.Fatal(err)
 		}
 	}
+	keepCalling(t, dt.urls...)
+	// Registered last, so it runs first: the hanging requests end before
+	// the traffic stops and the servers close.
+	t.Cleanup(func() { close(dt.release) })
+	return dt
+}
+
+// keepCalling GETs each URL every 20 ms until the test ends, as a
+// service's callers do, so that its instances count reads.
+func keepCalling(t testing.TB, urls ...string) {
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -112,7 +122,7 @@ func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarge
 			case <-quit:
 				return
 			case <-tick.C:
-				for _, u := range dt.urls {
+				for _, u := range urls {
 					if res, err := http.Get(u); err == nil {
 						_, _ = io.Copy(io.Discard, res.Body)
 						res.Body.Close()
@@ -121,12 +131,7 @@ func startDrillTarget(t testing.TB, e *env, app, kind string, n int) *drillTarge
 			}
 		}
 	}()
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { close(quit); <-done }) })
-	// Registered last, so it runs first: the hanging requests end before
-	// the traffic stops and the servers close.
-	t.Cleanup(func() { close(dt.release) })
-	return dt
+	t.Cleanup(func() { close(quit); <-done })
 }
 
 // steadyLeader gives the console's election a 5 s session: on a loaded
