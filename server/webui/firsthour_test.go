@@ -21,16 +21,8 @@ import (
 // it answers want.
 func api(t *testing.T, base, method, path, body string, want int) {
 	t.Helper()
-	req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+bootstrapToken)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != want {
-		t.Fatalf("%s %s: %d, want %d", method, path, res.StatusCode, want)
+	if got := apiCall(t, base, method, path, body); got != want {
+		t.Fatalf("%s %s: %d, want %d", method, path, got, want)
 	}
 }
 
