@@ -25,6 +25,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/audit/witness"
+	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -60,7 +61,7 @@ func run(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("console", flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned as one line; usage only on -h
 	cfg.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := envconf.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			writeUsage(stdout, fs, cfg)
 		}
@@ -161,7 +162,7 @@ Flags:
 		writeFlags(stdout, fs)
 	}
 	parse := func(args []string) error {
-		err := fs.Parse(args)
+		err := envconf.ParseFlags(fs, args)
 		if errors.Is(err, flag.ErrHelp) {
 			usage()
 		}

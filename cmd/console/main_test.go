@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/bintest"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/pgtest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -261,6 +262,75 @@ func TestBinaryStartFailures(t *testing.T) {
 			}
 			if strings.Contains(msg, "s3cret") {
 				t.Error("the error shows the database password")
+			}
+		})
+	}
+}
+
+// TestBinarySecretFiles: the database URL comes from the file
+// SWITCHYARD_DATABASE_URL_FILE names and the bootstrap token from
+// --bootstrap-token-file, each without its trailing newline: the console
+// runs on that Postgres database and the token works. A secret given both
+// itself and as a file, or a file that cannot be read, fails the start in
+// one line naming both settings (or the setting and the path), never the
+// secret.
+func TestBinarySecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	const token = "sy_from-a-file-0123456789"
+	dbFile, tokenFile := file("database-url", pgtest.NewDatabase(t)+"\n"), file("bootstrap-token", token+"\n")
+	t.Run("started", func(t *testing.T) {
+		t.Setenv("SWITCHYARD_DATABASE_URL_FILE", dbFile)
+		args, listen, _ := embeddedArgs(t)
+		out := startAndStop(t, append(args, "--bootstrap-token-file", tokenFile), listen, func(string) {
+			req, _ := http.NewRequest("POST", "http://"+listen+"/api/v1/apps/demo/switches",
+				strings.NewReader(`{"name":"s","level":"L3","reason":"secret files"}`))
+			req.Header.Set("Authorization", "Bearer "+token)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil || resp.StatusCode != 201 {
+				t.Fatalf("create with the token from the file: %v %v", resp, err)
+			}
+			resp.Body.Close()
+		})
+		if !regexp.MustCompile(`database: +postgres://`).MatchString(out) || strings.Contains(out, "bootstrap admin token") {
+			t.Errorf("want the console on Postgres with the file's token, none generated:\n%s", out)
+		}
+	})
+	const pw = "s3cret-value-0123456789"
+	pwURL := "postgres://u:" + pw + "@127.0.0.1:1/x"
+	missing := filepath.Join(dir, "missing")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+		want string
+	}{
+		{"both in the environment", nil, []string{"SWITCHYARD_BOOTSTRAP_TOKEN=" + pw, "SWITCHYARD_BOOTSTRAP_TOKEN_FILE=" + tokenFile},
+			"console: SWITCHYARD_BOOTSTRAP_TOKEN and SWITCHYARD_BOOTSTRAP_TOKEN_FILE are both set: set one"},
+		{"both on the command line", []string{"--database-url", pwURL, "--database-url-file", dbFile}, nil,
+			"console: --database-url and --database-url-file are both given: give one (see console -h)"},
+		{"unreadable file in the environment", nil, []string{"SWITCHYARD_DATABASE_URL_FILE=" + missing},
+			"console: SWITCHYARD_DATABASE_URL_FILE: open " + missing + ": no such file or directory"},
+		{"unreadable file on the command line", []string{"--prometheus-token-file", missing}, nil,
+			`console: invalid value "` + missing + `" for flag -prometheus-token-file: no such file or directory (see console -h)`},
+		{"empty file", nil, []string{"SWITCHYARD_ETCD_PASSWORD_FILE=" + file("empty", "\n")},
+			"console: SWITCHYARD_ETCD_PASSWORD_FILE: " + filepath.Join(dir, "empty") + " is empty"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args, _, _ := embeddedArgs(t)
+			msg := fails(t, append(args, tc.args...), tc.env...)
+			if msg != tc.want {
+				t.Errorf("got  %s\nwant %s", msg, tc.want)
+			}
+			if strings.Contains(msg, pw) {
+				t.Error("the error shows the secret")
 			}
 		})
 	}

@@ -25,14 +25,17 @@ import (
 )
 
 // Config is the console's configuration. Every field has a flag and a
-// SWITCHYARD_* environment twin; flags win over the environment.
+// SWITCHYARD_* environment twin; flags win over the environment. A secret
+// (the database URL, the bootstrap token, the Prometheus token, the etcd
+// password) is also read from a file: SWITCHYARD_<NAME>_FILE or
+// --<name>-file, as the Postgres image does.
 type Config struct {
 	Listen            string        // --listen / SWITCHYARD_LISTEN
 	DataDir           string        // --data-dir / SWITCHYARD_DATA_DIR
 	EtcdEndpoints     []string      // --etcd-endpoints / SWITCHYARD_ETCD_ENDPOINTS; empty: embedded etcd
-	DatabaseURL       string        // --database-url / SWITCHYARD_DATABASE_URL; empty: embedded SQLite
+	DatabaseURL       string        // --database-url[-file] / SWITCHYARD_DATABASE_URL[_FILE]; empty: embedded SQLite
 	Namespace         string        // --namespace / SWITCHYARD_NAMESPACE
-	BootstrapToken    string        // SWITCHYARD_BOOTSTRAP_TOKEN only (a secret never goes on a command line)
+	BootstrapToken    string        // SWITCHYARD_BOOTSTRAP_TOKEN[_FILE], --bootstrap-token-file (the token itself never goes on a command line)
 	EmbeddedEtcdURL   string        // --embedded-etcd-client-url / SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL
 	EmbeddedEtcdPeer  string        // --embedded-etcd-peer-url / SWITCHYARD_EMBEDDED_ETCD_PEER_URL
 	ReconcileInterval time.Duration // --reconcile-interval / SWITCHYARD_RECONCILE_INTERVAL
@@ -51,8 +54,8 @@ type Config struct {
 	// Prometheus is the metric source leader jobs (triggers, rollout gates,
 	// drill aborts) may query besides the fleet: --prometheus-url,
 	// --prometheus-timeout / SWITCHYARD_PROMETHEUS_URL, _TIMEOUT, and the
-	// bearer token SWITCHYARD_PROMETHEUS_TOKEN (environment only). An empty
-	// URL: none.
+	// bearer token SWITCHYARD_PROMETHEUS_TOKEN[_FILE] or
+	// --prometheus-token-file. An empty URL: none.
 	PrometheusURL     string
 	PrometheusTimeout time.Duration
 	PrometheusToken   string
@@ -89,9 +92,9 @@ type Config struct {
 	Retention time.Duration
 	// Etcd is how the console's etcd client checks etcd and proves who it
 	// is: --etcd-ca-file, --etcd-cert-file, --etcd-key-file,
-	// --etcd-server-name, --etcd-username, --etcd-password-file and
-	// SWITCHYARD_ETCD_PASSWORD (environment only), each with its
-	// SWITCHYARD_ETCD_* twin.
+	// --etcd-server-name, --etcd-username, each with its SWITCHYARD_ETCD_*
+	// twin, and the password: SWITCHYARD_ETCD_PASSWORD[_FILE] or
+	// --etcd-password-file, read into Password at start.
 	Etcd sdk.EtcdSecurity
 	// SecretKeyFile holds the keys that seal channel secrets and probe
 	// header values at rest (see server/seal); --secret-key-file /
@@ -139,83 +142,114 @@ func DefaultConfig() Config {
 }
 
 // setting binds one Config field to its flag and its SWITCHYARD_*
-// environment twin; flag is "" for a variable that has none (a secret never
-// goes on a command line). Flags, environment, -h and the hints of start-up
-// errors all come from this one table.
+// environment twin; flag is "" for a variable that has none. Flags,
+// environment, -h and the hints of start-up errors all come from this one
+// table.
 type setting struct {
 	flag, env, usage string
 	value            flag.Value
+	secret           secrecy
 }
+
+// secrecy says whether a setting is a secret, and so how it may be given.
+type secrecy int
+
+const (
+	public secrecy = iota // --flag and $ENV
+	// secret: $ENV, or a file named by $ENV_FILE or --flag-file (see
+	// envconf.Secret); the value itself never goes on a command line.
+	secret
+	// secretOrFlag is a secret that --flag may give as well (a database
+	// URL need not carry a password); -h never shows its value.
+	secretOrFlag
+)
 
 func (c *Config) settings() []setting {
 	return []setting{
-		{"listen", "SWITCHYARD_LISTEN", "HTTP listen address, `host:port`", (*stringValue)(&c.Listen)},
-		{"data-dir", "SWITCHYARD_DATA_DIR", "`directory` for the embedded etcd and SQLite data", (*stringValue)(&c.DataDir)},
-		{"etcd-endpoints", "SWITCHYARD_ETCD_ENDPOINTS", "comma-separated etcd endpoint `URLs` (empty: start an embedded etcd)", (*listValue)(&c.EtcdEndpoints)},
-		{"database-url", "SWITCHYARD_DATABASE_URL", "postgres:// `URL` of the database (empty: embedded SQLite in the data dir)", (*stringValue)(&c.DatabaseURL)},
-		{"namespace", "SWITCHYARD_NAMESPACE", "`namespace` (deployment environment)", (*stringValue)(&c.Namespace)},
-		{"", "SWITCHYARD_BOOTSTRAP_TOKEN", "admin token created on the first start, at least 16 characters (unset: one is generated and printed once)", (*stringValue)(&c.BootstrapToken)},
-		{"embedded-etcd-client-url", "SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", "client `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdURL)},
-		{"embedded-etcd-peer-url", "SWITCHYARD_EMBEDDED_ETCD_PEER_URL", "peer `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdPeer)},
-		{"reconcile-interval", "SWITCHYARD_RECONCILE_INTERVAL", "period of the database/etcd reconciliation (a `duration`)", (*durationValue)(&c.ReconcileInterval)},
-		{"publish-wait", "SWITCHYARD_PUBLISH_WAIT", "how long a change waits for its etcd publication before answering (a `duration`)", (*durationValue)(&c.PublishWait)},
-		{"request-timeout", "SWITCHYARD_REQUEST_TIMEOUT", "how long a request (API or web page) may wait for the database before it answers 503; event streams are exempt (a `duration`)", (*durationValue)(&c.RequestTimeout)},
-		{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "time allowed for in-flight requests at shutdown (a `duration`)", (*durationValue)(&c.ShutdownTimeout)},
-		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL)},
-		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID)},
-		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies)},
-		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL)},
-		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout)},
-		{"", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken)},
-		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval)},
-		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore)},
-		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
-		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
-		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
-		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile)},
-		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents)},
-		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval)},
-		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention)},
-		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile)},
-		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile)},
-		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile)},
-		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName)},
-		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
-		{"", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password (or SWITCHYARD_ETCD_PASSWORD_FILE)", (*stringValue)(&c.Etcd.Password)},
-		{"etcd-password-file", "SWITCHYARD_ETCD_PASSWORD_FILE", "`file` holding the etcd user's password", (*stringValue)(&c.Etcd.PasswordFile)},
-		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert)},
-		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey)},
-		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
-		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
+		{"listen", "SWITCHYARD_LISTEN", "HTTP listen address, `host:port`", (*stringValue)(&c.Listen), public},
+		{"data-dir", "SWITCHYARD_DATA_DIR", "`directory` for the embedded etcd and SQLite data", (*stringValue)(&c.DataDir), public},
+		{"etcd-endpoints", "SWITCHYARD_ETCD_ENDPOINTS", "comma-separated etcd endpoint `URLs` (empty: start an embedded etcd)", (*listValue)(&c.EtcdEndpoints), public},
+		{"database-url", "SWITCHYARD_DATABASE_URL", "postgres:// `URL` of the database (empty: embedded SQLite in the data dir)", (*stringValue)(&c.DatabaseURL), secretOrFlag},
+		{"namespace", "SWITCHYARD_NAMESPACE", "`namespace` (deployment environment)", (*stringValue)(&c.Namespace), public},
+		{"bootstrap-token", "SWITCHYARD_BOOTSTRAP_TOKEN", "admin token created on the first start, at least 16 characters (unset: one is generated and printed once)", (*stringValue)(&c.BootstrapToken), secret},
+		{"embedded-etcd-client-url", "SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", "client `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdURL), public},
+		{"embedded-etcd-peer-url", "SWITCHYARD_EMBEDDED_ETCD_PEER_URL", "peer `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdPeer), public},
+		{"reconcile-interval", "SWITCHYARD_RECONCILE_INTERVAL", "period of the database/etcd reconciliation (a `duration`)", (*durationValue)(&c.ReconcileInterval), public},
+		{"publish-wait", "SWITCHYARD_PUBLISH_WAIT", "how long a change waits for its etcd publication before answering (a `duration`)", (*durationValue)(&c.PublishWait), public},
+		{"request-timeout", "SWITCHYARD_REQUEST_TIMEOUT", "how long a request (API or web page) may wait for the database before it answers 503; event streams are exempt (a `duration`)", (*durationValue)(&c.RequestTimeout), public},
+		{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "time allowed for in-flight requests at shutdown (a `duration`)", (*durationValue)(&c.ShutdownTimeout), public},
+		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL), public},
+		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID), public},
+		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies), public},
+		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL), public},
+		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout), public},
+		{"prometheus-token", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken), secret},
+		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval), public},
+		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore), public},
+		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter), public},
+		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout), public},
+		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval), public},
+		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile), public},
+		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents), public},
+		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval), public},
+		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention), public},
+		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile), public},
+		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile), public},
+		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile), public},
+		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName), public},
+		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username), public},
+		{"etcd-password", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password", (*stringValue)(&c.Etcd.Password), secret},
+		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert), public},
+		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey), public},
+		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile), public},
+		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow), public},
 	}
 }
 
-// AddFlags registers the flags named in only (every flag when only is
-// empty) on fs, with defaults taken from c (so call it after LoadEnv to let
-// the environment set the defaults). Each flag's usage names its
-// environment twin.
+// AddFlags registers the flags of the settings named in only (every
+// setting when only is empty) on fs, with defaults taken from c (so call it
+// after LoadEnv to let the environment set the defaults): --name, and
+// --name-file for a secret. Each flag's usage names its environment twin.
+// Parse with envconf.ParseFlags, which refuses a secret given both ways.
 func (c *Config) AddFlags(fs *flag.FlagSet, only ...string) {
 	for _, s := range c.settings() {
-		if s.flag != "" && (len(only) == 0 || slices.Contains(only, s.flag)) {
+		if s.flag == "" || (len(only) > 0 && !slices.Contains(only, s.flag)) {
+			continue
+		}
+		switch s.secret {
+		case public:
 			fs.Var(s.value, s.flag, s.usage+" ($"+s.env+")")
+		case secretOrFlag:
+			fs.Var(hiddenValue{s.value}, s.flag, s.usage+" ($"+s.env+")")
+		}
+		if s.secret != public {
+			envconf.SecretFileVar(fs, s.value, s.flag, "`file` holding the "+strings.ReplaceAll(s.usage, "`", "")+" ($"+s.env+envconf.FileSuffix+")")
 		}
 	}
 }
 
-// WriteEnvOnly describes, for -h, the variables that have no flag.
+// WriteEnvOnly describes, for -h, the variables whose value has no flag.
 func (c *Config) WriteEnvOnly(w io.Writer) {
 	for _, s := range c.settings() {
-		if s.flag == "" {
+		switch {
+		case s.secret == secret:
+			fmt.Fprintf(w, "  %s\n    \t%s (or a file: %s%s, --%s-file)\n", s.env, s.usage, s.env, envconf.FileSuffix, s.flag)
+		case s.flag == "":
 			fmt.Fprintf(w, "  %s\n    \t%s\n", s.env, s.usage)
 		}
 	}
 }
 
-// LoadEnv overrides fields from SWITCHYARD_* environment variables.
+// LoadEnv overrides fields from SWITCHYARD_* environment variables, and
+// secrets from the files their *_FILE variables name.
 func (c *Config) LoadEnv(getenv func(string) string) error {
 	e := envconf.New(getenv)
 	for _, s := range c.settings() {
-		e.Parse(s.env, s.value.Set)
+		if s.secret == public {
+			e.Parse(s.env, s.value.Set)
+		} else {
+			e.Secret(s.env, s.value.Set)
+		}
 	}
 	if err := e.Err(); err != nil {
 		return errors.New(strings.ReplaceAll(err.Error(), "\n", "; ")) // one line
@@ -227,10 +261,15 @@ func (c *Config) LoadEnv(getenv func(string) string) error {
 func (c *Config) FromEnv() error { return c.LoadEnv(os.Getenv) }
 
 // settingName is how an operator sets the setting of flag name:
-// "--listen or SWITCHYARD_LISTEN".
+// "--listen or SWITCHYARD_LISTEN"; a secret without a value flag:
+// "SWITCHYARD_BOOTSTRAP_TOKEN (or its _FILE, --bootstrap-token-file)".
 func settingName(flagName string) string {
 	for _, s := range (&Config{}).settings() {
-		if s.flag == flagName {
+		switch {
+		case s.flag != flagName:
+		case s.secret == secret:
+			return s.env + " (or its " + envconf.FileSuffix + ", --" + s.flag + "-file)"
+		default:
 			return "--" + s.flag + " or " + s.env
 		}
 	}
@@ -275,6 +314,12 @@ func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
 
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
+
+// hiddenValue is a secret's flag.Value whose String is empty, so -h never
+// shows the value the environment set as the flag's default.
+type hiddenValue struct{ flag.Value }
+
+func (hiddenValue) String() string { return "" }
 
 // Validate checks the configuration before anything starts. Its error is
 // one line: each problem, naming the flag and variable that set it, joined
@@ -350,7 +395,7 @@ func (c *Config) Validate() error {
 		bad("egress-allow", "%v", err)
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
-		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")
+		errs = append(errs, settingName("bootstrap-token")+": must be at least 16 characters")
 	}
 	if len(errs) == 0 {
 		return nil

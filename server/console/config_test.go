@@ -2,6 +2,8 @@ package console
 
 import (
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,13 +55,17 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestConfigEnvAndFlags(t *testing.T) {
+	pwFile := filepath.Join(t.TempDir(), "etcd-password")
+	if err := os.WriteFile(pwFile, []byte("etcd-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	env := map[string]string{
 		"SWITCHYARD_LISTEN":             "0.0.0.0:9000",
 		"SWITCHYARD_ETCD_ENDPOINTS":     "http://a:2379, http://b:2379",
 		"SWITCHYARD_NAMESPACE":          "prod",
 		"SWITCHYARD_RECONCILE_INTERVAL": "5s",
 		"SWITCHYARD_ETCD_USERNAME":      "switchyard-console-prod",
-		"SWITCHYARD_ETCD_PASSWORD_FILE": "/run/secrets/etcd",
+		"SWITCHYARD_ETCD_PASSWORD_FILE": pwFile,
 		"SWITCHYARD_ETCD_CA_FILE":       "/etc/etcd/ca.pem",
 		"SWITCHYARD_SECRET_KEY_FILE":    "/run/secrets/keys",
 		"SWITCHYARD_TLS_CERT":           "/etc/tls/cert.pem",
@@ -73,7 +79,7 @@ func TestConfigEnvAndFlags(t *testing.T) {
 	if c.Listen != "0.0.0.0:9000" || len(c.EtcdEndpoints) != 2 || c.EtcdEndpoints[1] != "http://b:2379" || c.Namespace != "prod" || c.ReconcileInterval != 5*time.Second || c.Retention != 720*time.Hour {
 		t.Fatalf("env not applied: %+v", c)
 	}
-	if c.Etcd.Username != "switchyard-console-prod" || c.Etcd.PasswordFile != "/run/secrets/etcd" || c.Etcd.CAFile != "/etc/etcd/ca.pem" ||
+	if c.Etcd.Username != "switchyard-console-prod" || c.Etcd.Password != "etcd-s3cret" || c.Etcd.CAFile != "/etc/etcd/ca.pem" ||
 		c.SecretKeyFile != "/run/secrets/keys" || c.TLSCert != "/etc/tls/cert.pem" || len(c.EgressAllow) != 2 || c.EgressAllow[1] != "checkout:8070" {
 		t.Fatalf("security settings not applied: %+v", c)
 	}

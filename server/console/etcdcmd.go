@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/server/etcdauth"
 )
 
@@ -28,12 +28,24 @@ func EtcdCommand(ctx context.Context, cfg Config, getenv func(string) string, ar
 	}
 	fs := flag.NewFlagSet("console etcd init-auth", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	cfg.AddFlags(fs, "etcd-endpoints", "namespace", "etcd-ca-file", "etcd-cert-file", "etcd-key-file", "etcd-server-name", "etcd-username", "etcd-password-file")
-	secrets := map[string]*string{}
-	for _, who := range []string{"root", "console", "sdk"} {
-		secrets[who] = fs.String(who+"-password-file", "", "`file` holding the "+who+" user's password ($SWITCHYARD_ETCD_"+strings.ToUpper(who)+"_PASSWORD_FILE, or the password itself in $SWITCHYARD_ETCD_"+strings.ToUpper(who)+"_PASSWORD)")
+	cfg.AddFlags(fs, "etcd-endpoints", "namespace", "etcd-ca-file", "etcd-cert-file", "etcd-key-file", "etcd-server-name", "etcd-username", "etcd-password")
+	// The users' passwords: each from $SWITCHYARD_ETCD_<WHO>_PASSWORD, the
+	// file its _FILE names, or --<who>-password-file (which wins).
+	var pw etcdauth.Passwords
+	env := envconf.New(getenv)
+	users := []struct {
+		who string
+		pw  *string
+	}{{"root", &pw.Root}, {"console", &pw.Console}, {"sdk", &pw.SDK}}
+	for _, u := range users {
+		name := "SWITCHYARD_ETCD_" + strings.ToUpper(u.who) + "_PASSWORD"
+		env.Secret(name, (*stringValue)(u.pw).Set)
+		envconf.SecretFileVar(fs, (*stringValue)(u.pw), u.who+"-password", "`file` holding the "+u.who+" user's password ($"+name+envconf.FileSuffix+", or the password itself in $"+name+")")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := env.Err(); err != nil {
+		return fmt.Errorf("etcd init-auth: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	if err := envconf.ParseFlags(fs, args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(stdout, etcdUsage)
 			fs.SetOutput(stdout)
@@ -45,23 +57,10 @@ func EtcdCommand(ctx context.Context, cfg Config, getenv func(string) string, ar
 	if len(cfg.EtcdEndpoints) == 0 {
 		return fmt.Errorf("etcd init-auth: %s is required: the cluster to set up", settingName("etcd-endpoints"))
 	}
-	var pw etcdauth.Passwords
-	for who, dst := range map[string]*string{"root": &pw.Root, "console": &pw.Console, "sdk": &pw.SDK} {
-		env := "SWITCHYARD_ETCD_" + strings.ToUpper(who) + "_PASSWORD"
-		file := *secrets[who]
-		if file == "" {
-			file = getenv(env + "_FILE")
-		}
-		*dst = getenv(env)
-		if file != "" {
-			b, err := os.ReadFile(file)
-			if err != nil {
-				return fmt.Errorf("etcd init-auth: --%s-password-file: %w", who, err)
-			}
-			*dst = strings.TrimRight(string(b), "\r\n")
-		}
-		if who != "root" && len(*dst) < 12 {
-			return fmt.Errorf("etcd init-auth: the %s user's password (--%s-password-file or %s) must be at least 12 characters", who, who, env)
+	for _, u := range users {
+		if u.who != "root" && len(*u.pw) < 12 {
+			name := "SWITCHYARD_ETCD_" + strings.ToUpper(u.who) + "_PASSWORD"
+			return fmt.Errorf("etcd init-auth: the %s user's password (--%s-password-file, %s or %s%s) must be at least 12 characters", u.who, u.who, name, name, envconf.FileSuffix)
 		}
 	}
 	cli, err := EtcdClient(cfg.EtcdEndpoints, cfg.Etcd)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/switchyard-io/switchyard/internal/envconf"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/notify"
@@ -29,7 +30,7 @@ func SecretsCommand(ctx context.Context, cfg Config, args []string, stdout io.Wr
 	fs := flag.NewFlagSet("console secrets rotate", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	cfg.AddFlags(fs, "secret-key-file", "database-url", "data-dir")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := envconf.ParseFlags(fs, args[1:]); err != nil {
 		return fmt.Errorf("%w (see %s)", err, help)
 	}
 	keys, err := LoadKeys(cfg)
