@@ -4,7 +4,10 @@
 package deploy_test
 
 import (
+	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,13 +20,16 @@ type compose struct {
 		Build       any               `json:"build"`
 		Environment map[string]string `json:"environment"`
 		Volumes     []string          `json:"volumes"`
+		Secrets     []string          `json:"secrets"`
 	} `json:"services"`
+	Secrets map[string]struct {
+		File string `json:"file"`
+	} `json:"secrets"`
 }
 
-// TestComposeShape: three etcd members in one cluster, Postgres, two
-// console replicas on the same database and etcd, the demo service on the
-// same etcd and namespace, Prometheus scraping the consoles and the demo.
-func TestComposeShape(t *testing.T) {
+// load reads docker-compose.yml.
+func load(t *testing.T) (compose, []byte) {
+	t.Helper()
 	raw, err := os.ReadFile("../docker-compose.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -32,6 +38,34 @@ func TestComposeShape(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &c); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
+	return c, raw
+}
+
+// secretFile is the content of the Docker secret a service reads at path
+// /run/secrets/<name> (its *_FILE setting), without the trailing newline,
+// after checking that the service is given that secret.
+func (c compose) secretFile(t *testing.T, service, path string) string {
+	t.Helper()
+	name, ok := strings.CutPrefix(path, "/run/secrets/")
+	if !ok || !slices.Contains(c.Services[service].Secrets, name) {
+		t.Fatalf("%s reads %q, not one of its secrets %v", service, path, c.Services[service].Secrets)
+	}
+	def, ok := c.Secrets[name]
+	if !ok || def.File == "" {
+		t.Fatalf("secret %s is not defined from a file", name)
+	}
+	b, err := os.ReadFile(filepath.Join("..", def.File))
+	if err != nil {
+		t.Fatalf("secret %s: %v", name, err)
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// TestComposeShape: three etcd members in one cluster, Postgres, two
+// console replicas on the same database and etcd, the demo service on the
+// same etcd and namespace, Prometheus scraping the consoles and the demo.
+func TestComposeShape(t *testing.T) {
+	c, _ := load(t)
 	for _, name := range []string{"etcd1", "etcd2", "etcd3"} {
 		s, ok := c.Services[name]
 		if !ok {
@@ -54,10 +88,11 @@ func TestComposeShape(t *testing.T) {
 		if env["SWITCHYARD_ETCD_ENDPOINTS"] != "http://etcd1:2379,http://etcd2:2379,http://etcd3:2379" {
 			t.Errorf("%s etcd endpoints %q", name, env["SWITCHYARD_ETCD_ENDPOINTS"])
 		}
-		if !strings.HasPrefix(env["SWITCHYARD_DATABASE_URL"], "postgres://") || (dbURL != "" && env["SWITCHYARD_DATABASE_URL"] != dbURL) {
-			t.Errorf("%s database %q", name, env["SWITCHYARD_DATABASE_URL"])
+		url := c.secretFile(t, name, env["SWITCHYARD_DATABASE_URL_FILE"])
+		if !strings.HasPrefix(url, "postgres://") || (dbURL != "" && url != dbURL) {
+			t.Errorf("%s database %q", name, url)
 		}
-		dbURL = env["SWITCHYARD_DATABASE_URL"]
+		dbURL = url
 	}
 	demo, ok := c.Services["checkout"]
 	if !ok {
@@ -88,14 +123,7 @@ func TestComposeShape(t *testing.T) {
 // without it the mount is root-owned and the non-root process cannot
 // write its snapshots).
 func TestComposeWiring(t *testing.T) {
-	raw, err := os.ReadFile("../docker-compose.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var c compose
-	if err := yaml.Unmarshal(raw, &c); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
-	}
+	c, raw := load(t)
 	for _, name := range []string{"console-a", "console-b"} {
 		if got := c.Services[name].Environment["SWITCHYARD_PROMETHEUS_URL"]; got != "http://prometheus:9090" {
 			t.Errorf("%s: SWITCHYARD_PROMETHEUS_URL %q, want the compose Prometheus http://prometheus:9090", name, got)
@@ -133,5 +161,37 @@ func TestComposeWiring(t *testing.T) {
 	}
 	if !strings.Contains(string(raw), "/var/lib/switchyard") {
 		t.Error("no service keeps snapshots in /var/lib/switchyard")
+	}
+}
+
+// TestComposeSecrets: no secret is an environment value. The consoles read
+// the database URL and the bootstrap token from Docker secrets
+// (SWITCHYARD_*_FILE), Postgres its password (POSTGRES_PASSWORD_FILE), and
+// the URL's password is Postgres's.
+func TestComposeSecrets(t *testing.T) {
+	c, _ := load(t)
+	for name, s := range c.Services {
+		for k := range s.Environment {
+			if k == "ETCD_INITIAL_CLUSTER_TOKEN" { // names the cluster; no secret
+				continue
+			}
+			if (strings.Contains(k, "PASSWORD") || strings.Contains(k, "TOKEN") || strings.HasSuffix(k, "DATABASE_URL")) && !strings.HasSuffix(k, "_FILE") {
+				t.Errorf("%s: secret %s is an environment value; use %s_FILE and a Docker secret", name, k, k)
+			}
+		}
+	}
+	pgPassword := c.secretFile(t, "postgres", c.Services["postgres"].Environment["POSTGRES_PASSWORD_FILE"])
+	for _, name := range []string{"console-a", "console-b"} {
+		env := c.Services[name].Environment
+		u, err := url.Parse(c.secretFile(t, name, env["SWITCHYARD_DATABASE_URL_FILE"]))
+		if err != nil {
+			t.Fatalf("%s: database URL: %v", name, err)
+		}
+		if pw, _ := u.User.Password(); u.User.Username() != c.Services["postgres"].Environment["POSTGRES_USER"] || pw != pgPassword {
+			t.Errorf("%s: the database URL's user and password are not Postgres's", name)
+		}
+		if token := c.secretFile(t, name, env["SWITCHYARD_BOOTSTRAP_TOKEN_FILE"]); len(token) < 16 {
+			t.Errorf("%s: bootstrap token of %d characters; the console wants at least 16", name, len(token))
+		}
 	}
 }

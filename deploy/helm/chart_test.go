@@ -192,7 +192,8 @@ func TestChart(t *testing.T) {
 
 // checkPods: every container has a liveness probe that is not /readyz, a
 // readiness probe, resources, runAsNonRoot and a read-only root filesystem
-// (with every path it writes on a volume).
+// (with every path it writes on a volume), and takes no Secret as an
+// environment value.
 func checkPods(t *testing.T, what string, pod corev1.PodSpec) {
 	t.Helper()
 	if len(pod.Containers) == 0 {
@@ -227,6 +228,9 @@ func checkPods(t *testing.T, what string, pod corev1.PodSpec) {
 			mounted[vm.MountPath] = true
 		}
 		for _, e := range c.Env {
+			if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+				t.Errorf("%s: %s is a Secret as an environment value; secrets are files (its _FILE setting)", where, e.Name)
+			}
 			if (e.Name == "SWITCHYARD_DATA_DIR" || e.Name == "SWITCHYARD_AGENT_SNAPSHOT_DIR") && !mounted[e.Value] {
 				t.Errorf("%s: %s=%s is not a mounted volume on a read-only root", where, e.Name, e.Value)
 			}
@@ -288,10 +292,45 @@ func TestChartDefaults(t *testing.T) {
 		t.Errorf("defaults rendered %d Secrets, %d Ingresses, %d NetworkPolicies, %d DaemonSets; want none",
 			len(m.secrets), len(m.ingresses), len(m.networkPolicies), len(m.daemonSets))
 	}
-	env := envOf(m.deployments[0].Spec.Template.Spec.Containers[0])
-	if env["SWITCHYARD_ETCD_ENDPOINTS"].Value == "" || env["SWITCHYARD_DATABASE_URL"].ValueFrom == nil {
-		t.Errorf("console env lacks the external etcd or the database Secret: %v", env)
+	pod := m.deployments[0].Spec.Template.Spec
+	env := envOf(pod.Containers[0])
+	files := secretFiles(pod, pod.Containers[0])
+	if env["SWITCHYARD_ETCD_ENDPOINTS"].Value == "" || files[env["SWITCHYARD_DATABASE_URL_FILE"].Value] != (secretKey{"switchyard-db", "database-url"}) {
+		t.Errorf("console env lacks the external etcd or the database Secret's file: %v", env)
 	}
+}
+
+// secretKey is a key of a Kubernetes Secret.
+type secretKey struct{ secret, key string }
+
+// secretFiles maps each file c sees on a read-only Secret volume (plain or
+// projected) to the Secret key it holds.
+func secretFiles(pod corev1.PodSpec, c corev1.Container) map[string]secretKey {
+	volumes := map[string]corev1.Volume{}
+	for _, v := range pod.Volumes {
+		volumes[v.Name] = v
+	}
+	files := map[string]secretKey{}
+	add := func(dir string, s *corev1.SecretProjection) {
+		for _, item := range s.Items {
+			files[dir+"/"+item.Path] = secretKey{s.Name, item.Key}
+		}
+	}
+	for _, vm := range c.VolumeMounts {
+		v := volumes[vm.Name]
+		switch {
+		case !vm.ReadOnly:
+		case v.Secret != nil:
+			add(vm.MountPath, &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: v.Secret.SecretName}, Items: v.Secret.Items})
+		case v.Projected != nil:
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					add(vm.MountPath, src.Secret)
+				}
+			}
+		}
+	}
+	return files
 }
 
 // TestChartRequiresExternalStores: without etcd endpoints or a database the
@@ -317,8 +356,9 @@ func TestChartRequiresExternalStores(t *testing.T) {
 
 // TestChartExistingSecrets: with every secret named as an existing Secret,
 // the chart creates none and no secret value (the sentinels given inline
-// beside them) reaches a manifest; etcd's TLS material and password are
-// mounted files the console is pointed at.
+// beside them) reaches a manifest; every secret (database URL, bootstrap
+// and Prometheus tokens, sealing and audit keys, etcd's TLS material and
+// password) is a mounted file the console is pointed at.
 func TestChartExistingSecrets(t *testing.T) {
 	m := mustRender(t, "external-tls.yaml", false)
 	if len(m.secrets) != 0 {
@@ -330,39 +370,22 @@ func TestChartExistingSecrets(t *testing.T) {
 		}
 	}
 	pod := m.deployments[0].Spec.Template.Spec
-	c := pod.Containers[0]
-	env := envOf(c)
-	for name, secret := range map[string]string{
-		"SWITCHYARD_DATABASE_URL":     "switchyard-db",
-		"SWITCHYARD_BOOTSTRAP_TOKEN":  "switchyard-bootstrap",
-		"SWITCHYARD_PROMETHEUS_TOKEN": "switchyard-prometheus",
-	} {
-		if e := env[name]; e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != secret {
-			t.Errorf("%s = %+v, want a reference to Secret %s", name, e, secret)
-		}
-	}
+	env := envOf(pod.Containers[0])
+	files := secretFiles(pod, pod.Containers[0])
 	// Each *_FILE setting names a file on a read-only mount of the Secret.
-	volumeSecret := map[string]string{}
-	for _, v := range pod.Volumes {
-		if v.Secret != nil {
-			volumeSecret[v.Name] = v.Secret.SecretName
-		}
-	}
-	for name, secret := range map[string]string{
-		"SWITCHYARD_ETCD_CA_FILE":       "switchyard-etcd-client",
-		"SWITCHYARD_ETCD_CERT_FILE":     "switchyard-etcd-client",
-		"SWITCHYARD_ETCD_KEY_FILE":      "switchyard-etcd-client",
-		"SWITCHYARD_ETCD_PASSWORD_FILE": "switchyard-etcd-auth",
+	for name, want := range map[string]secretKey{
+		"SWITCHYARD_DATABASE_URL_FILE":     {"switchyard-db", "database-url"},
+		"SWITCHYARD_BOOTSTRAP_TOKEN_FILE":  {"switchyard-bootstrap", "bootstrap-token"},
+		"SWITCHYARD_PROMETHEUS_TOKEN_FILE": {"switchyard-prometheus", "token"},
+		"SWITCHYARD_SECRET_KEY_FILE":       {"switchyard-keys", "secret.key"},
+		"SWITCHYARD_AUDIT_KEY_FILE":        {"switchyard-keys", "audit-signing.key"},
+		"SWITCHYARD_ETCD_CA_FILE":          {"switchyard-etcd-client", "ca.crt"},
+		"SWITCHYARD_ETCD_CERT_FILE":        {"switchyard-etcd-client", "tls.crt"},
+		"SWITCHYARD_ETCD_KEY_FILE":         {"switchyard-etcd-client", "tls.key"},
+		"SWITCHYARD_ETCD_PASSWORD_FILE":    {"switchyard-etcd-auth", "password"},
 	} {
-		path := env[name].Value
-		ok := false
-		for _, vm := range c.VolumeMounts {
-			if vm.ReadOnly && strings.HasPrefix(path, vm.MountPath+"/") && volumeSecret[vm.Name] == secret {
-				ok = true
-			}
-		}
-		if !ok {
-			t.Errorf("%s=%q is not on a read-only mount of Secret %s", name, path, secret)
+		if path := env[name].Value; files[path] != want {
+			t.Errorf("%s=%q is %+v, want a read-only file of Secret %s key %s", name, path, files[path], want.secret, want.key)
 		}
 	}
 	if len(m.ingresses) != 1 || len(m.ingresses[0].Spec.TLS) != 1 {
@@ -378,14 +401,15 @@ func TestChartCreatedSecret(t *testing.T) {
 		t.Fatalf("%d Secrets, want the chart's one", len(m.secrets))
 	}
 	s := m.secrets[0]
-	env := envOf(m.deployments[0].Spec.Template.Spec.Containers[0])
+	pod := m.deployments[0].Spec.Template.Spec
+	env := envOf(pod.Containers[0])
+	files := secretFiles(pod, pod.Containers[0])
 	for name, want := range map[string]string{
-		"SWITCHYARD_DATABASE_URL":    "postgres://switchyard:inline-db-password@db.internal:5432/switchyard",
-		"SWITCHYARD_BOOTSTRAP_TOKEN": "inline-bootstrap-token-0123456789",
+		"SWITCHYARD_DATABASE_URL_FILE":    "postgres://switchyard:inline-db-password@db.internal:5432/switchyard",
+		"SWITCHYARD_BOOTSTRAP_TOKEN_FILE": "inline-bootstrap-token-0123456789",
 	} {
-		ref := env[name].ValueFrom
-		if ref == nil || ref.SecretKeyRef == nil || ref.SecretKeyRef.Name != s.Name || s.StringData[ref.SecretKeyRef.Key] != want {
-			t.Errorf("%s does not read %q from Secret %s", name, want, s.Name)
+		if f, ok := files[env[name].Value]; !ok || f.secret != s.Name || s.StringData[f.key] != want {
+			t.Errorf("%s does not name a file holding %q from Secret %s", name, want, s.Name)
 		}
 	}
 }
