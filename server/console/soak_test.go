@@ -28,16 +28,20 @@ import (
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/fleetsim"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/server/rollout"
 )
 
 // TestSoak runs the production shape for SWITCHYARD_SOAK (a duration; the
 // test is skipped without it): three consoles in child processes on one
 // Postgres database and a three-member etcd cluster, a simulated fleet
 // reporting (internal/fleetsim, as BenchmarkScale), operators reading and
-// writing through the API, browser event streams held open, and a flip of
-// a fleet switch every minute. It reports p50/p99 of API reads and writes,
-// flip → applied N/N, each console's RSS and goroutines at the start and
-// the end, etcd writes/s and the database's growth.
+// writing through the API, browser event streams held open, the leader's
+// jobs busy (auto-trigger rules on the fleet evaluated every 5 s, staged
+// rollout plans one after another on fleet switches) and a flip of a fleet
+// switch every minute. It reports p50/p99 of API reads and writes, flip →
+// applied N/N, each console's RSS and goroutines at minute 1 and 5 s
+// before the end, etcd writes/s and the database's growth, and fails when
+// goroutines or RSS grew between the two samples beyond noise (a leak).
 //
 //	SWITCHYARD_SOAK=10m go test ./server/console -run TestSoak -count=1 -timeout 40m -v
 //
@@ -55,7 +59,11 @@ func TestSoak(t *testing.T) {
 	instances := soakInt(t, "SWITCHYARD_SOAK_INSTANCES", 10000)
 	operators := soakInt(t, "SWITCHYARD_SOAK_OPERATORS", 100)
 	streams := soakInt(t, "SWITCHYARD_SOAK_STREAMS", 50)
-	const switches = 200 // checkout's, read by the fleet
+	const (
+		switches = 200 // checkout's, read by the fleet
+		rules    = 100 // auto-trigger rules on the fleet's signals
+		plans    = 4   // staged rollouts running at any time
+	)
 
 	endpoints := startEtcdCluster(t, 3)
 	e := &env{t: t, pgURL: pgtest.NewDatabase(t), endpoints: strings.Join(endpoints, ",")}
@@ -71,6 +79,17 @@ func TestSoak(t *testing.T) {
 	soakMust(t, hc, consoles[0], "POST", "/api/v1/users", `{"username":"soak-viewer","password":"`+soakViewerPassword+`","role":"viewer","reason":"soak"}`)
 	for i := range operators {
 		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/ops/switches", fmt.Sprintf(`{"name":"op-%03d","level":"L3","reason":"soak"}`, i))
+	}
+	// Rules that watch the fleet's degraded share of the switches it reads
+	// and never fire: the leader evaluates each every 5 s.
+	for i := range rules {
+		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/checkout/switches", fmt.Sprintf(`{"name":"tr-%03d","level":"L3","reason":"soak"}`, i))
+		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/checkout/triggers", fmt.Sprintf(
+			`{"name":"tr-%03d","switch":"tr-%03d","source":"fleet","query":"degraded_share{switch=\"sw-%04d\"}","trigger":{"op":">","threshold":2},"recover":{"op":"<","threshold":1},"reason":"soak"}`,
+			i, i, i%switches))
+	}
+	for i := range plans {
+		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/checkout/switches", fmt.Sprintf(`{"name":"pl-%d","level":"L3","reason":"soak"}`, i))
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +158,8 @@ func TestSoak(t *testing.T) {
 	}
 	streamCtx, stopStreams := context.WithDeadline(ctx, deadline)
 	defer stopStreams()
+	planned := make(chan map[string]int, 1)
+	go func() { planned <- soakPlans(streamCtx, t, hc, consoles, plans, min(2*time.Minute, dur/5)) }()
 	for i := range streams {
 		wg.Add(1)
 		go func() {
@@ -154,12 +175,19 @@ func TestSoak(t *testing.T) {
 	wg.Wait()
 	start, end := <-first, <-last
 	elapsed := end.at.Sub(start.at)
+	ended := <-planned
+	// Every rule was evaluated within its last few intervals, with a value.
+	var fresh int
+	if err := pg.QueryRowContext(ctx, `SELECT count(*) FROM trigger_states WHERE last_at > now() - interval '30 seconds' AND last_error = ''`).Scan(&fresh); err != nil {
+		t.Fatal(err)
+	}
 
 	t.Logf("soak: %v, %d instances, %d operators, %d event streams (%d events, %d broken), %d failed requests",
 		elapsed.Round(time.Second), instances, operators, streams, events.Load(), broken.Load(), failed.Load())
 	t.Logf("soak: API reads  n=%d p50 %v p99 %v", len(reads), quantile(reads, 0.5), quantile(reads, 0.99))
 	t.Logf("soak: API writes n=%d p50 %v p99 %v", len(writes), quantile(writes, 0.5), quantile(writes, 0.99))
 	t.Logf("soak: flip → applied %d/%d: %v", instances, instances, flips)
+	t.Logf("soak: trigger rules evaluated in the last 30 s without error: %d/%d; staged rollouts ended: %v", fresh, rules, ended)
 	for i := range consoles {
 		t.Logf("soak: console %d RSS %.0f → %.0f MiB, goroutines %.0f → %.0f", i,
 			start.rss[i]/(1<<20), end.rss[i]/(1<<20), start.goroutines[i], end.goroutines[i])
@@ -171,7 +199,72 @@ func TestSoak(t *testing.T) {
 	if f := failed.Load(); f > int64(len(reads)+len(writes))/100 {
 		t.Errorf("%d of %d API requests failed", f, int64(len(reads)+len(writes))+f)
 	}
+	if fresh != rules {
+		t.Errorf("%d of %d trigger rules evaluated in the last 30 s without error", fresh, rules)
+	}
+	if ended[rollout.Done] == 0 {
+		t.Errorf("no staged rollout finished: %v", ended)
+	}
+	// The load is the same at both samples: what grew beyond noise leaks.
+	for i := range consoles {
+		if g0, g1 := start.goroutines[i], end.goroutines[i]; g1 > g0*1.2+20 {
+			t.Errorf("console %d: goroutines grew from %.0f to %.0f under a steady load", i, g0, g1)
+		}
+		if r0, r1 := start.rss[i], end.rss[i]; r1 > r0*1.5+64<<20 {
+			t.Errorf("console %d: RSS grew from %.0f to %.0f MiB under a steady load", i, r0/(1<<20), r1/(1<<20))
+		}
+	}
 	cancel()
+}
+
+// soakPlans keeps a staged rollout running on each of checkout's switches
+// pl-0…pl-<n-1> until ctx ends: a 10 % step held for hold under a fleet
+// condition, then 100 %; once a plan ends the next one turns the switch
+// back the same way (50 %, then off). A plan a gate paused is aborted. It
+// returns how many plans ended in each state.
+func soakPlans(ctx context.Context, t *testing.T, hc *http.Client, consoles []string, n int, hold time.Duration) map[string]int {
+	const gate = `"gate":{"conditions":[{"source":"fleet","query":"instances","op":">","threshold":0}],"interval":"10s"}`
+	bodies := map[bool]string{
+		true:  `{"switch":"%s","direction":"on","steps":[{"percent":10,"hold":"` + hold.String() + `"},{"percent":100}],` + gate + `,"reason":"soak"}`,
+		false: `{"switch":"%s","direction":"off","steps":[{"percent":50,"hold":"` + hold.String() + `"},{"percent":0}],` + gate + `,"reason":"soak"}`,
+	}
+	ids, on := make([]int64, n), make([]bool, n)
+	ended := map[string]int{}
+	for ctx.Err() == nil {
+		for i := range n {
+			base := consoles[i%len(consoles)]
+			if ids[i] != 0 {
+				var v struct{ Rollout rollout.View }
+				if status := soakCall(hc, base, "GET", fmt.Sprintf("/api/v1/apps/checkout/rollouts/%d", ids[i]), "", &v); status != http.StatusOK {
+					t.Errorf("soak: plan %d: status %d", ids[i], status)
+					continue
+				}
+				state := v.Rollout.State
+				if state == rollout.Paused { // a gate held it: counted, ended, and the next one starts
+					if status := soakCall(hc, base, "POST", fmt.Sprintf("/api/v1/apps/checkout/rollouts/%d/abort", ids[i]), `{"reason":"soak: paused"}`, nil); status != http.StatusOK {
+						t.Errorf("soak: abort paused plan %d: status %d", ids[i], status)
+					}
+				} else if rollout.Active(state) {
+					continue
+				}
+				ended[state]++
+				// Where the switch is now: an aborted plan leaves it
+				// partly on, a reverted one as it was.
+				on[i] = state == rollout.Paused || (v.Rollout.Direction == rollout.DirectionOn) == (state == rollout.Done)
+			}
+			var v struct{ Rollout rollout.View }
+			if status := soakCall(hc, base, "POST", "/api/v1/apps/checkout/rollouts", fmt.Sprintf(bodies[!on[i]], fmt.Sprintf("pl-%d", i)), &v); status != http.StatusCreated {
+				t.Errorf("soak: start a plan on pl-%d: status %d", i, status)
+				return ended
+			}
+			ids[i] = v.Rollout.ID
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return ended
 }
 
 type soakState struct {
@@ -263,6 +356,14 @@ func soakSignals(t *testing.T, hc *http.Client, base string) switchSignals {
 
 // soakDo makes one API request as the admin and returns its time and status.
 func soakDo(hc *http.Client, base, method, path, body string) (time.Duration, int) {
+	began := time.Now()
+	status := soakCall(hc, base, method, path, body, nil)
+	return time.Since(began), status
+}
+
+// soakCall makes one API request as the admin, decodes a successful
+// answer into out (unless nil) and returns the status (0: no answer).
+func soakCall(hc *http.Client, base, method, path, body string, out any) int {
 	var rd io.Reader
 	if body != "" {
 		rd = strings.NewReader(body)
@@ -272,19 +373,23 @@ func soakDo(hc *http.Client, base, method, path, body string) (time.Duration, in
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	began := time.Now()
 	resp, err := hc.Do(req)
 	if err != nil {
-		return time.Since(began), 0
+		return 0
+	}
+	defer resp.Body.Close()
+	if out != nil && resp.StatusCode/100 == 2 {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return 0
+		}
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return time.Since(began), resp.StatusCode
+	return resp.StatusCode
 }
 
 func soakMust(t *testing.T, hc *http.Client, base, method, path, body string) {
 	t.Helper()
-	if _, status := soakDo(hc, base, method, path, body); status/100 != 2 {
+	if status := soakCall(hc, base, method, path, body, nil); status/100 != 2 {
 		t.Fatalf("%s %s: status %d", method, path, status)
 	}
 }
