@@ -76,7 +76,11 @@ func TestSoak(t *testing.T) {
 	for i := range switches {
 		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/checkout/switches", fmt.Sprintf(`{"name":"sw-%04d","level":"L3","reason":"soak"}`, i))
 	}
-	soakMust(t, hc, consoles[0], "POST", "/api/v1/users", `{"username":"soak-viewer","password":"`+soakViewerPassword+`","role":"viewer","reason":"soak"}`)
+	// A viewer per browser: the sign-in throttle allows a username a burst
+	// of 5 attempts and an address 20, per console, as it should.
+	for i := range streams {
+		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/users", fmt.Sprintf(`{"username":"soak-viewer-%02d","password":"%s","role":"viewer","reason":"soak"}`, i, soakViewerPassword))
+	}
 	for i := range operators {
 		soakMust(t, hc, consoles[i%3], "POST", "/api/v1/apps/ops/switches", fmt.Sprintf(`{"name":"op-%03d","level":"L3","reason":"soak"}`, i))
 	}
@@ -126,11 +130,11 @@ func TestSoak(t *testing.T) {
 	}()
 
 	var (
-		wg             sync.WaitGroup
-		mu             sync.Mutex
-		reads, writes  []time.Duration
-		failed         atomic.Int64
-		events, broken atomic.Int64
+		wg            sync.WaitGroup
+		mu            sync.Mutex
+		reads, writes []time.Duration
+		failed        atomic.Int64
+		streamed      soakStreams
 	)
 	for i := range operators {
 		wg.Add(1)
@@ -164,7 +168,7 @@ func TestSoak(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			soakStream(streamCtx, t, consoles[i%3], &events, &broken)
+			soakStream(streamCtx, t, consoles[i%3], fmt.Sprintf("soak-viewer-%02d", i), &streamed)
 		}()
 	}
 	var flips []time.Duration
@@ -182,8 +186,8 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Logf("soak: %v, %d instances, %d operators, %d event streams (%d events, %d broken), %d failed requests",
-		elapsed.Round(time.Second), instances, operators, streams, events.Load(), broken.Load(), failed.Load())
+	t.Logf("soak: %v, %d instances, %d operators, %d event streams held (%d events, %d broken), %d failed requests",
+		elapsed.Round(time.Second), instances, operators, streamed.held.Load(), streamed.events.Load(), streamed.broken.Load(), failed.Load())
 	t.Logf("soak: API reads  n=%d p50 %v p99 %v", len(reads), quantile(reads, 0.5), quantile(reads, 0.99))
 	t.Logf("soak: API writes n=%d p50 %v p99 %v", len(writes), quantile(writes, 0.5), quantile(writes, 0.99))
 	t.Logf("soak: flip → applied %d/%d: %v", instances, instances, flips)
@@ -198,6 +202,9 @@ func TestSoak(t *testing.T) {
 		float64(start.dbBytes)/(1<<20), float64(end.dbBytes)/(1<<20), float64(end.dbBytes-start.dbBytes)/(1<<20)/elapsed.Hours())
 	if f := failed.Load(); f > int64(len(reads)+len(writes))/100 {
 		t.Errorf("%d of %d API requests failed", f, int64(len(reads)+len(writes))+f)
+	}
+	if held := streamed.held.Load(); held != int64(streams) {
+		t.Errorf("%d of %d browsers held an event stream", held, streams)
 	}
 	if fresh != rules {
 		t.Errorf("%d of %d trigger rules evaluated in the last 30 s without error", fresh, rules)
@@ -394,16 +401,20 @@ func soakMust(t *testing.T, hc *http.Client, base, method, path, body string) {
 	}
 }
 
-// soakViewerPassword is the password of the viewer the event streams sign
-// in as.
+// soakViewerPassword is the password of the viewers the event streams
+// sign in as.
 const soakViewerPassword = "soak-viewer-password-123"
 
 var csrfField = regexp.MustCompile(`name="_csrf" value="([^"]+)"`)
 
-// soakStream signs in to the web console as a browser would (a viewer) and holds its
+// soakStream signs in to the web console as a browser would (viewer user) and holds its
 // event stream (with fleet updates) open until ctx ends, counting events;
 // a stream the console ends early counts as broken and is opened again.
-func soakStream(ctx context.Context, t *testing.T, base string, events, broken *atomic.Int64) {
+// soakStreams counts what the browsers' event streams saw: browsers that
+// held a stream, events, and streams that ended early.
+type soakStreams struct{ held, events, broken atomic.Int64 }
+
+func soakStream(ctx context.Context, t *testing.T, base, user string, n *soakStreams) {
 	jar, _ := cookiejar.New(nil)
 	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer hc.CloseIdleConnections()
@@ -419,35 +430,44 @@ func soakStream(ctx context.Context, t *testing.T, base string, events, broken *
 		t.Error("soak: no CSRF token on /ui/login")
 		return
 	}
-	resp, err = hc.PostForm(base+"/ui/login", url.Values{"_csrf": {string(m[1])}, "username": {"soak-viewer"}, "password": {soakViewerPassword}, "next": {"/ui/"}})
+	resp, err = hc.PostForm(base+"/ui/login", url.Values{"_csrf": {string(m[1])}, "username": {user}, "password": {soakViewerPassword}, "next": {"/ui/"}})
 	if err != nil {
 		t.Errorf("soak: sign in: %v", err)
 		return
 	}
 	if resp.Body.Close(); resp.StatusCode != http.StatusSeeOther {
-		t.Errorf("soak: sign in as soak-viewer: status %d", resp.StatusCode)
+		t.Errorf("soak: sign in as %s: status %d", user, resp.StatusCode)
 		return
 	}
-	for ctx.Err() == nil {
+	for held := false; ctx.Err() == nil; {
 		req, _ := http.NewRequestWithContext(ctx, "GET", base+"/ui/events?fleet=1", nil)
 		req.Header.Set("Accept", "text/event-stream")
 		resp, err := hc.Do(req)
 		if err != nil {
 			if ctx.Err() == nil {
-				broken.Add(1)
+				n.broken.Add(1)
 				time.Sleep(time.Second)
 			}
 			continue
 		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			t.Errorf("soak: %s's event stream: status %d", user, resp.StatusCode)
+			return
+		}
+		if !held {
+			held = true
+			n.held.Add(1)
+		}
 		sc := bufio.NewScanner(resp.Body)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "data:") {
-				events.Add(1)
+				n.events.Add(1)
 			}
 		}
 		resp.Body.Close()
 		if ctx.Err() == nil {
-			broken.Add(1)
+			n.broken.Add(1)
 		}
 	}
 }
