@@ -144,65 +144,68 @@ func DefaultConfig() Config {
 // setting binds one Config field to its flag and its SWITCHYARD_*
 // environment twin; flag is "" for a variable that has none. Flags,
 // environment, -h and the hints of start-up errors all come from this one
-// table.
+// table. A secretValue marks a secret.
 type setting struct {
 	flag, env, usage string
 	value            flag.Value
-	secret           secrecy
 }
 
-// secrecy says whether a setting is a secret, and so how it may be given.
-type secrecy int
+// secretValue is the value of a secret setting: besides $ENV it is read
+// from the file $ENV_FILE or --flag-file names (see envconf.Secret). The
+// value itself has no flag (it would show in ps) unless valueFlag: a
+// database URL need not carry a password. -h never shows it.
+type secretValue struct {
+	flag.Value
+	valueFlag bool
+}
 
-const (
-	public secrecy = iota // --flag and $ENV
-	// secret: $ENV, or a file named by $ENV_FILE or --flag-file (see
-	// envconf.Secret); the value itself never goes on a command line.
-	secret
-	// secretOrFlag is a secret that --flag may give as well (a database
-	// URL need not carry a password); -h never shows its value.
-	secretOrFlag
-)
+func (secretValue) String() string { return "" }
+
+// secret returns s's value if s is a secret.
+func (s setting) secret() (secretValue, bool) {
+	v, ok := s.value.(secretValue)
+	return v, ok
+}
 
 func (c *Config) settings() []setting {
 	return []setting{
-		{"listen", "SWITCHYARD_LISTEN", "HTTP listen address, `host:port`", (*stringValue)(&c.Listen), public},
-		{"data-dir", "SWITCHYARD_DATA_DIR", "`directory` for the embedded etcd and SQLite data", (*stringValue)(&c.DataDir), public},
-		{"etcd-endpoints", "SWITCHYARD_ETCD_ENDPOINTS", "comma-separated etcd endpoint `URLs` (empty: start an embedded etcd)", (*listValue)(&c.EtcdEndpoints), public},
-		{"database-url", "SWITCHYARD_DATABASE_URL", "postgres:// `URL` of the database (empty: embedded SQLite in the data dir)", (*stringValue)(&c.DatabaseURL), secretOrFlag},
-		{"namespace", "SWITCHYARD_NAMESPACE", "`namespace` (deployment environment)", (*stringValue)(&c.Namespace), public},
-		{"bootstrap-token", "SWITCHYARD_BOOTSTRAP_TOKEN", "admin token created on the first start, at least 16 characters (unset: one is generated and printed once)", (*stringValue)(&c.BootstrapToken), secret},
-		{"embedded-etcd-client-url", "SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", "client `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdURL), public},
-		{"embedded-etcd-peer-url", "SWITCHYARD_EMBEDDED_ETCD_PEER_URL", "peer `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdPeer), public},
-		{"reconcile-interval", "SWITCHYARD_RECONCILE_INTERVAL", "period of the database/etcd reconciliation (a `duration`)", (*durationValue)(&c.ReconcileInterval), public},
-		{"publish-wait", "SWITCHYARD_PUBLISH_WAIT", "how long a change waits for its etcd publication before answering (a `duration`)", (*durationValue)(&c.PublishWait), public},
-		{"request-timeout", "SWITCHYARD_REQUEST_TIMEOUT", "how long a request (API or web page) may wait for the database before it answers 503; event streams are exempt (a `duration`)", (*durationValue)(&c.RequestTimeout), public},
-		{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "time allowed for in-flight requests at shutdown (a `duration`)", (*durationValue)(&c.ShutdownTimeout), public},
-		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL), public},
-		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID), public},
-		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies), public},
-		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL), public},
-		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout), public},
-		{"prometheus-token", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", (*stringValue)(&c.PrometheusToken), secret},
-		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval), public},
-		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore), public},
-		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter), public},
-		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout), public},
-		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval), public},
-		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile), public},
-		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents), public},
-		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval), public},
-		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention), public},
-		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile), public},
-		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile), public},
-		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile), public},
-		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName), public},
-		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username), public},
-		{"etcd-password", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password", (*stringValue)(&c.Etcd.Password), secret},
-		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert), public},
-		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey), public},
-		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile), public},
-		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow), public},
+		{"listen", "SWITCHYARD_LISTEN", "HTTP listen address, `host:port`", (*stringValue)(&c.Listen)},
+		{"data-dir", "SWITCHYARD_DATA_DIR", "`directory` for the embedded etcd and SQLite data", (*stringValue)(&c.DataDir)},
+		{"etcd-endpoints", "SWITCHYARD_ETCD_ENDPOINTS", "comma-separated etcd endpoint `URLs` (empty: start an embedded etcd)", (*listValue)(&c.EtcdEndpoints)},
+		{"database-url", "SWITCHYARD_DATABASE_URL", "postgres:// `URL` of the database (empty: embedded SQLite in the data dir)", secretValue{(*stringValue)(&c.DatabaseURL), true}},
+		{"namespace", "SWITCHYARD_NAMESPACE", "`namespace` (deployment environment)", (*stringValue)(&c.Namespace)},
+		{"bootstrap-token", "SWITCHYARD_BOOTSTRAP_TOKEN", "admin token created on the first start, at least 16 characters (unset: one is generated and printed once)", secretValue{(*stringValue)(&c.BootstrapToken), false}},
+		{"embedded-etcd-client-url", "SWITCHYARD_EMBEDDED_ETCD_CLIENT_URL", "client `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdURL)},
+		{"embedded-etcd-peer-url", "SWITCHYARD_EMBEDDED_ETCD_PEER_URL", "peer `URL` of the embedded etcd", (*stringValue)(&c.EmbeddedEtcdPeer)},
+		{"reconcile-interval", "SWITCHYARD_RECONCILE_INTERVAL", "period of the database/etcd reconciliation (a `duration`)", (*durationValue)(&c.ReconcileInterval)},
+		{"publish-wait", "SWITCHYARD_PUBLISH_WAIT", "how long a change waits for its etcd publication before answering (a `duration`)", (*durationValue)(&c.PublishWait)},
+		{"request-timeout", "SWITCHYARD_REQUEST_TIMEOUT", "how long a request (API or web page) may wait for the database before it answers 503; event streams are exempt (a `duration`)", (*durationValue)(&c.RequestTimeout)},
+		{"shutdown-timeout", "SWITCHYARD_SHUTDOWN_TIMEOUT", "time allowed for in-flight requests at shutdown (a `duration`)", (*durationValue)(&c.ShutdownTimeout)},
+		{"election-ttl", "SWITCHYARD_ELECTION_TTL", "TTL of the leader election session, whole seconds: a leader that dies without resigning is replaced after about this long (a `duration`)", (*durationValue)(&c.ElectionTTL)},
+		{"id", "SWITCHYARD_CONSOLE_ID", "this console's `name` in the leader election (default hostname/listen-address)", (*stringValue)(&c.ConsoleID)},
+		{"trusted-proxies", "SWITCHYARD_TRUSTED_PROXIES", "comma-separated proxy `addresses` (IPs or CIDRs) whose X-Forwarded-For is trusted (default none)", (*listValue)(&c.TrustedProxies)},
+		{"prometheus-url", "SWITCHYARD_PROMETHEUS_URL", "base `URL` of a Prometheus that triggers, rollout gates and drills may query (empty: the fleet is the only metric source)", (*stringValue)(&c.PrometheusURL)},
+		{"prometheus-timeout", "SWITCHYARD_PROMETHEUS_TIMEOUT", "how long one Prometheus query may take (a `duration`)", (*durationValue)(&c.PrometheusTimeout)},
+		{"prometheus-token", "SWITCHYARD_PROMETHEUS_TOKEN", "bearer token sent to Prometheus (unset: none)", secretValue{(*stringValue)(&c.PrometheusToken), false}},
+		{"expiry-interval", "SWITCHYARD_EXPIRY_INTERVAL", "how often the expiry and findings jobs look at the switches (a `duration`)", (*durationValue)(&c.ExpiryInterval)},
+		{"expiry-remind-before", "SWITCHYARD_EXPIRY_REMIND_BEFORE", "remind of a switch this long before its expiry, at most half its max_on (a `duration`; 0: no reminders)", (*durationValue)(&c.ExpiryRemindBefore)},
+		{"expiry-escalate-after", "SWITCHYARD_EXPIRY_ESCALATE_AFTER", "escalate a switch left on this long past its expiry unconfirmed (policy remind; a `duration`; 0: never)", (*durationValue)(&c.ExpiryEscalateAfter)},
+		{"notify-timeout", "SWITCHYARD_NOTIFY_TIMEOUT", "how long one webhook delivery may take before it is retried later (a `duration`)", (*durationValue)(&c.NotifyTimeout)},
+		{"trigger-interval", "SWITCHYARD_TRIGGER_INTERVAL", "how often the leader evaluates every auto-trigger rule (a `duration`)", (*durationValue)(&c.TriggerInterval)},
+		{"audit-key-file", "SWITCHYARD_AUDIT_KEY_FILE", "`file` holding the audit checkpoint signing key (default <data-dir>/audit-signing.key, generated on the embedded defaults)", (*stringValue)(&c.AuditKeyFile)},
+		{"checkpoint-events", "SWITCHYARD_CHECKPOINT_EVENTS", "sign an audit checkpoint once the log grew by this many `events`", (*int64Value)(&c.CheckpointEvents)},
+		{"checkpoint-interval", "SWITCHYARD_CHECKPOINT_INTERVAL", "sign an audit checkpoint once this long passed and the log grew (a `duration`)", (*durationValue)(&c.CheckpointInterval)},
+		{"retention", "SWITCHYARD_RETENTION", "how long finished drill runs, resolved findings, ended rollout plans, trigger evaluations and finished deliveries are kept (a `duration`, 24h–87600h)", (*durationValue)(&c.Retention)},
+		{"etcd-ca-file", "SWITCHYARD_ETCD_CA_FILE", "PEM `file` of the CA etcd's certificate is checked against (set: TLS to etcd)", (*stringValue)(&c.Etcd.CAFile)},
+		{"etcd-cert-file", "SWITCHYARD_ETCD_CERT_FILE", "PEM client certificate `file` for etcd", (*stringValue)(&c.Etcd.CertFile)},
+		{"etcd-key-file", "SWITCHYARD_ETCD_KEY_FILE", "PEM `file` of the client certificate's key", (*stringValue)(&c.Etcd.KeyFile)},
+		{"etcd-server-name", "SWITCHYARD_ETCD_SERVER_NAME", "`name` etcd's certificate must carry, when not the endpoint's host", (*stringValue)(&c.Etcd.ServerName)},
+		{"etcd-username", "SWITCHYARD_ETCD_USERNAME", "etcd user `name` (auth enabled; see console etcd init-auth)", (*stringValue)(&c.Etcd.Username)},
+		{"etcd-password", "SWITCHYARD_ETCD_PASSWORD", "etcd user's password", secretValue{(*stringValue)(&c.Etcd.Password), false}},
+		{"tls-cert", "SWITCHYARD_TLS_CERT", "PEM certificate `file` (chain) to serve HTTPS with; reloaded when it changes", (*stringValue)(&c.TLSCert)},
+		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey)},
+		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
+		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 	}
 }
 
@@ -216,14 +219,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet, only ...string) {
 		if s.flag == "" || (len(only) > 0 && !slices.Contains(only, s.flag)) {
 			continue
 		}
-		switch s.secret {
-		case public:
+		sv, secret := s.secret()
+		if !secret || sv.valueFlag {
 			fs.Var(s.value, s.flag, s.usage+" ($"+s.env+")")
-		case secretOrFlag:
-			fs.Var(hiddenValue{s.value}, s.flag, s.usage+" ($"+s.env+")")
 		}
-		if s.secret != public {
-			envconf.SecretFileVar(fs, s.value, s.flag, "`file` holding the "+strings.ReplaceAll(s.usage, "`", "")+" ($"+s.env+envconf.FileSuffix+")")
+		if secret {
+			envconf.SecretFileVar(fs, sv.Value, s.flag, "`file` holding the "+strings.ReplaceAll(s.usage, "`", "")+" ($"+s.env+envconf.FileSuffix+")")
 		}
 	}
 }
@@ -231,8 +232,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet, only ...string) {
 // WriteEnvOnly describes, for -h, the variables whose value has no flag.
 func (c *Config) WriteEnvOnly(w io.Writer) {
 	for _, s := range c.settings() {
+		sv, secret := s.secret()
 		switch {
-		case s.secret == secret:
+		case secret && !sv.valueFlag:
 			fmt.Fprintf(w, "  %s\n    \t%s (or a file: %s%s, --%s-file)\n", s.env, s.usage, s.env, envconf.FileSuffix, s.flag)
 		case s.flag == "":
 			fmt.Fprintf(w, "  %s\n    \t%s\n", s.env, s.usage)
@@ -245,10 +247,10 @@ func (c *Config) WriteEnvOnly(w io.Writer) {
 func (c *Config) LoadEnv(getenv func(string) string) error {
 	e := envconf.New(getenv)
 	for _, s := range c.settings() {
-		if s.secret == public {
-			e.Parse(s.env, s.value.Set)
-		} else {
+		if _, secret := s.secret(); secret {
 			e.Secret(s.env, s.value.Set)
+		} else {
+			e.Parse(s.env, s.value.Set)
 		}
 	}
 	if err := e.Err(); err != nil {
@@ -265,9 +267,10 @@ func (c *Config) FromEnv() error { return c.LoadEnv(os.Getenv) }
 // "SWITCHYARD_BOOTSTRAP_TOKEN (or its _FILE, --bootstrap-token-file)".
 func settingName(flagName string) string {
 	for _, s := range (&Config{}).settings() {
+		sv, secret := s.secret()
 		switch {
 		case s.flag != flagName:
-		case s.secret == secret:
+		case secret && !sv.valueFlag:
 			return s.env + " (or its " + envconf.FileSuffix + ", --" + s.flag + "-file)"
 		default:
 			return "--" + s.flag + " or " + s.env
@@ -314,12 +317,6 @@ func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
 
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
-
-// hiddenValue is a secret's flag.Value whose String is empty, so -h never
-// shows the value the environment set as the flag's default.
-type hiddenValue struct{ flag.Value }
-
-func (hiddenValue) String() string { return "" }
 
 // Validate checks the configuration before anything starts. Its error is
 // one line: each problem, naming the flag and variable that set it, joined

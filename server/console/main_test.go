@@ -7,6 +7,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -59,7 +62,37 @@ func runChild() {
 		os.Exit(2)
 	}
 	fmt.Println(c.URL())
+	if dir := os.Getenv(soakProfilesEnv); dir != "" {
+		writeHeapProfiles(dir, cfg.ConsoleID)
+	}
 	select {}
+}
+
+// soakProfilesEnv names a directory where each soak console writes its
+// heap profile every minute (<console id>-heap-<minute>.pprof), to find
+// what grows: go tool pprof -diff_base soak-0-heap-01.pprof soak-0-heap-09.pprof.
+const soakProfilesEnv = "SWITCHYARD_SOAK_PROFILES"
+
+// writeHeapProfiles writes the process's heap profile into dir every
+// minute, until the process ends.
+func writeHeapProfiles(dir, id string) {
+	for minute := 1; ; minute++ {
+		time.Sleep(time.Minute)
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-heap-%02d.pprof", id, minute)))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
+		runtime.GC() // the profile shows what is live now
+		err = pprof.WriteHeapProfile(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return
+		}
+	}
 }
 
 // process is a console running in a child process.

@@ -46,7 +46,9 @@ import (
 //	SWITCHYARD_SOAK=10m go test ./server/console -run TestSoak -count=1 -timeout 40m -v
 //
 // SWITCHYARD_SOAK_INSTANCES (10000), SWITCHYARD_SOAK_OPERATORS (100) and
-// SWITCHYARD_SOAK_STREAMS (50) size it; `make soak` runs it.
+// SWITCHYARD_SOAK_STREAMS (50) size it; `make soak` runs it. With
+// SWITCHYARD_SOAK_PROFILES=<dir> each console writes its heap profile
+// there every minute.
 func TestSoak(t *testing.T) {
 	spec := os.Getenv("SWITCHYARD_SOAK")
 	if spec == "" {
@@ -162,7 +164,7 @@ func TestSoak(t *testing.T) {
 	}
 	streamCtx, stopStreams := context.WithDeadline(ctx, deadline)
 	defer stopStreams()
-	planned := make(chan map[string]int, 1)
+	planned := make(chan soakPlanned, 1)
 	go func() { planned <- soakPlans(streamCtx, t, hc, consoles, plans, min(2*time.Minute, dur/5)) }()
 	for i := range streams {
 		wg.Add(1)
@@ -191,10 +193,10 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: API reads  n=%d p50 %v p99 %v", len(reads), quantile(reads, 0.5), quantile(reads, 0.99))
 	t.Logf("soak: API writes n=%d p50 %v p99 %v", len(writes), quantile(writes, 0.5), quantile(writes, 0.99))
 	t.Logf("soak: flip → applied %d/%d: %v", instances, instances, flips)
-	t.Logf("soak: trigger rules evaluated in the last 30 s without error: %d/%d; staged rollouts ended: %v", fresh, rules, ended)
+	t.Logf("soak: trigger rules evaluated in the last 30 s without error: %d/%d; staged rollouts ended: %v, still running: %v", fresh, rules, ended.ended, ended.running)
 	for i := range consoles {
-		t.Logf("soak: console %d RSS %.0f → %.0f MiB, goroutines %.0f → %.0f", i,
-			start.rss[i]/(1<<20), end.rss[i]/(1<<20), start.goroutines[i], end.goroutines[i])
+		t.Logf("soak: console %d RSS %.0f → %.0f MiB, goroutines %.0f → %.0f, fleet model behind etcd by %d → %d revisions", i,
+			start.rss[i]/(1<<20), end.rss[i]/(1<<20), start.goroutines[i], end.goroutines[i], start.rev-start.modelRev[i], end.rev-end.modelRev[i])
 	}
 	t.Logf("soak: between %v and %v: etcd %.0f writes/s (revisions; the fleet's reports %.0f/s), database %.1f → %.1f MiB (%.0f MiB/hour)",
 		start.at.Sub(began).Round(time.Second), end.at.Sub(began).Round(time.Second),
@@ -209,7 +211,7 @@ func TestSoak(t *testing.T) {
 	if fresh != rules {
 		t.Errorf("%d of %d trigger rules evaluated in the last 30 s without error", fresh, rules)
 	}
-	if ended[rollout.Done] == 0 {
+	if ended.ended[rollout.Done] == 0 {
 		t.Errorf("no staged rollout finished: %v", ended)
 	}
 	// The load is the same at both samples: what grew beyond noise leaks.
@@ -228,8 +230,9 @@ func TestSoak(t *testing.T) {
 // pl-0…pl-<n-1> until ctx ends: a 10 % step held for hold under a fleet
 // condition, then 100 %; once a plan ends the next one turns the switch
 // back the same way (50 %, then off). A plan a gate paused is aborted. It
-// returns how many plans ended in each state.
-func soakPlans(ctx context.Context, t *testing.T, hc *http.Client, consoles []string, n int, hold time.Duration) map[string]int {
+// returns how many plans ended in each state, and where the running ones
+// are.
+func soakPlans(ctx context.Context, t *testing.T, hc *http.Client, consoles []string, n int, hold time.Duration) soakPlanned {
 	const gate = `"gate":{"conditions":[{"source":"fleet","query":"instances","op":">","threshold":0}],"interval":"10s"}`
 	bodies := map[bool]string{
 		true:  `{"switch":"%s","direction":"on","steps":[{"percent":10,"hold":"` + hold.String() + `"},{"percent":100}],` + gate + `,"reason":"soak"}`,
@@ -262,7 +265,7 @@ func soakPlans(ctx context.Context, t *testing.T, hc *http.Client, consoles []st
 			var v struct{ Rollout rollout.View }
 			if status := soakCall(hc, base, "POST", "/api/v1/apps/checkout/rollouts", fmt.Sprintf(bodies[!on[i]], fmt.Sprintf("pl-%d", i)), &v); status != http.StatusCreated {
 				t.Errorf("soak: start a plan on pl-%d: status %d", i, status)
-				return ended
+				return soakPlanned{ended: ended}
 			}
 			ids[i] = v.Rollout.ID
 		}
@@ -271,12 +274,27 @@ func soakPlans(ctx context.Context, t *testing.T, hc *http.Client, consoles []st
 		case <-time.After(10 * time.Second):
 		}
 	}
-	return ended
+	out := soakPlanned{ended: ended}
+	for i, id := range ids {
+		var v struct{ Rollout rollout.View }
+		if soakCall(hc, consoles[i%len(consoles)], "GET", fmt.Sprintf("/api/v1/apps/checkout/rollouts/%d", id), "", &v) == http.StatusOK && rollout.Active(v.Rollout.State) {
+			out.running = append(out.running, fmt.Sprintf("%s %s at step %d (%s)", v.Rollout.Switch, v.Rollout.State, v.Rollout.Step, v.Rollout.Note))
+		}
+	}
+	return out
+}
+
+// soakPlanned is what soakPlans saw: plans ended, per state, and the
+// plans still running at the end.
+type soakPlanned struct {
+	ended   map[string]int
+	running []string
 }
 
 type soakState struct {
 	at              time.Time
 	rss, goroutines []float64
+	modelRev        []int64 // each console's fleet model's etcd revision
 	rev, puts       int64
 	dbBytes         int64
 }
@@ -302,6 +320,11 @@ func soakSample(t *testing.T, ctx context.Context, hc *http.Client, consoles []s
 		}
 		s.rss = append(s.rss, v["process_resident_memory_bytes"])
 		s.goroutines = append(s.goroutines, v["go_goroutines"])
+		var sig struct{ Revision int64 }
+		if status := soakCall(hc, base, "GET", "/api/v1/apps/ops/switches/op-000/signals", "", &sig); status != http.StatusOK {
+			t.Errorf("soak: fleet revision of %s: status %d", base, status)
+		}
+		s.modelRev = append(s.modelRev, sig.Revision)
 	}
 	r, err := cli.Get(ctx, "soak-probe")
 	if err != nil {
@@ -332,7 +355,7 @@ func soakFlip(t *testing.T, hc *http.Client, consoles []string, instances int, o
 			t.Errorf("flip applied by %d of %d live after a minute", s.Applied, s.Live)
 			return time.Since(flipped)
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // each answer lists every instance
 	}
 }
 

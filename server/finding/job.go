@@ -17,8 +17,10 @@ import (
 
 // Fleet is what the findings job reads of the fleet model.
 type Fleet interface {
-	// Switch is the fleet's view of a switch (its reads: Signals, LastRead).
-	Switch(app, name string) fleet.SwitchView
+	// Summary is the fleet's view of a switch without its per-instance
+	// entries (its reads: Signals, LastRead); the job asks it of every
+	// switch each step.
+	Summary(app, name string) fleet.SwitchView
 	// Synced reports whether the model follows etcd right now.
 	Synced() bool
 }
@@ -293,7 +295,7 @@ func (j *Job) reads(f *Facts, stored *readRow, now time.Time) (*readRow, bool) {
 	if j.cfg.Fleet == nil {
 		return nil, false
 	}
-	v := j.cfg.Fleet.Switch(f.App, f.Name)
+	v := j.cfg.Fleet.Summary(f.App, f.Name)
 	f.Reporting = j.cfg.Fleet.Synced() && v.Signals > 0
 	live := utc(v.LastRead)
 	if live != nil && live.After(now) {

@@ -206,7 +206,7 @@ func historyMetrics(series map[string]int) string {
 func (m *Model) value(q query) float64 {
 	switch metrics[q.metric] {
 	case "switch":
-		v := m.Switch(q.app, q.subject)
+		v := m.Summary(q.app, q.subject) // aggregates only: a rule asks every few seconds
 		switch q.metric {
 		case "applied_share":
 			if v.Live == 0 || v.Value == nil {
