@@ -305,8 +305,11 @@ func (m *Model) switchView(app, name string, perInstance bool) SwitchView {
 		si.Targeted = v.Value != nil && v.Value.Includes(in.id, in.labels)
 		if i, ok := a.index[name]; ok {
 			if r := in.lastRead(i); r > 0 {
-				t := time.Unix(r, 0).UTC()
-				si.LastRead, lastRead = &t, max(lastRead, r)
+				lastRead = max(lastRead, r)
+				if perInstance { // a Summary allocates nothing per instance
+					t := time.Unix(r, 0).UTC()
+					si.LastRead = &t
+				}
 			}
 			if sig := in.switches[i]; sig != nil {
 				si.Degraded, si.Fallbacks, si.DegradedRate = sig.degraded, sig.fallbacks, sig.degradedRate
