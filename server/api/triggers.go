@@ -29,12 +29,9 @@ func registerTriggers(apps *gin.RouterGroup, svc *trigger.Service) {
 }
 
 func (t *triggers) list(c *gin.Context) {
-	list, err := t.svc.List(c.Request.Context(), c.Param("app"))
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"triggers": list})
+	listPage(c, "triggers", func(pg server.Page) ([]trigger.View, string, error) {
+		return t.svc.List(c.Request.Context(), c.Param("app"), pg)
+	}, same[trigger.View])
 }
 
 func (t *triggers) create(c *gin.Context) {
@@ -107,18 +104,9 @@ func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, n
 }
 
 func (t *triggers) evaluations(c *gin.Context) {
-	var v []*server.FieldError
-	limit := int(queryInt(c, "limit", 300, &v))
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
-		return
-	}
-	list, err := t.svc.Evaluations(c.Request.Context(), c.Param("app"), c.Param("name"), limit)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"evaluations": list})
+	listPage(c, "evaluations", func(pg server.Page) ([]trigger.Evaluation, string, error) {
+		return t.svc.Evaluations(c.Request.Context(), c.Param("app"), c.Param("name"), pg)
+	}, same[trigger.Evaluation])
 }
 
 func (t *triggers) preview(c *gin.Context) {

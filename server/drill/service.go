@@ -137,14 +137,15 @@ func readErr(err error, what string) error {
 	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 }
 
-// List returns the drills of app (every app when app is ""), by name.
-func (s *Service) List(ctx context.Context, app string) ([]Drill, error) {
-	q := s.db.WithContext(ctx).Order("app, name")
-	if app != "" {
-		q = q.Where("app = ?", app)
-	}
+// List returns one page of the drills of app, by name, and the cursor of
+// the next page.
+func (s *Service) List(ctx context.Context, app string, pg server.Page) ([]Drill, string, error) {
 	var out []Drill
-	return out, readErr(q.Find(&out).Error, "drills")
+	if err := pg.ByName(s.db.WithContext(ctx).Where("app = ?", app), "name").Find(&out).Error; err != nil {
+		return nil, "", readErr(err, "drills")
+	}
+	out, next := server.Cut(out, pg, func(d *Drill) string { return d.Name })
+	return out, next, nil
 }
 
 // ForSwitch returns the drills of one switch.
@@ -337,7 +338,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: drill changed meanwhile", server.ErrConflict)
+				return "", nil, nil, server.ChangedConcurrently(d.Target(), ch.Version)
 			}
 			out = &d
 			return d.Target(), before, d.View(now), nil
@@ -562,15 +563,19 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Runs returns the runs of a drill, newest first (at most limit, default
-// 50).
-func (s *Service) Runs(ctx context.Context, app, name string, limit int) ([]Run, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 50
+// Runs returns one page of the runs of a drill, newest first, and the
+// cursor of the next page.
+func (s *Service) Runs(ctx context.Context, app, name string, pg server.Page) ([]Run, string, error) {
+	q, err := pg.Newest(s.db.WithContext(ctx).Where("app = ? AND drill = ?", app, name), "number")
+	if err != nil {
+		return nil, "", err
 	}
 	var out []Run
-	err := s.db.WithContext(ctx).Where("app = ? AND drill = ?", app, name).Order("number DESC").Limit(limit).Find(&out).Error
-	return out, readErr(err, "runs")
+	if err := q.Find(&out).Error; err != nil {
+		return nil, "", readErr(err, "runs")
+	}
+	out, next := server.Cut(out, pg, func(r *Run) string { return server.IDKey(r.Number) })
+	return out, next, nil
 }
 
 // Run returns run number of a drill.

@@ -132,14 +132,13 @@ func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, e
 	})
 }
 
-// Filter selects findings for List.
+// Filter selects findings.
 type Filter struct {
 	Kind   Kind
 	App    string
 	Target string
 	// Open: only open findings; Resolved: only resolved ones; neither: all.
 	Open, Resolved bool
-	Limit          int // default 100, at most 1000
 }
 
 // ParseFilter reads the filters people give — kind, app and state (open,
@@ -165,9 +164,9 @@ func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
 	return f, bad
 }
 
-// List returns findings matching f, newest first.
-func List(db *gorm.DB, f Filter) ([]Finding, error) {
-	q := db.Model(&Finding{})
+// where narrows q to the findings f selects.
+func (f Filter) where(q *gorm.DB) *gorm.DB {
+	q = q.Model(&Finding{})
 	if f.Kind != "" {
 		q = q.Where("kind = ?", f.Kind)
 	}
@@ -183,22 +182,25 @@ func List(db *gorm.DB, f Filter) ([]Finding, error) {
 	case f.Resolved:
 		q = q.Where("resolved_at IS NOT NULL")
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	return q
+}
+
+// List returns every finding matching f, newest first.
+func List(db *gorm.DB, f Filter) ([]Finding, error) {
 	var out []Finding
-	err := q.Order("id DESC").Limit(min(limit, 1000)).Find(&out).Error
+	err := f.where(db).Order("id DESC").Find(&out).Error
 	return out, err
 }
 
-// OpenCounts returns the number of open findings by severity.
-func OpenCounts(db *gorm.DB) (map[string]int64, error) {
+// OpenCounts returns the number of open findings matching f (its state
+// aside) by severity.
+func OpenCounts(db *gorm.DB, f Filter) (map[string]int64, error) {
+	f.Open, f.Resolved = true, false
 	var rows []struct {
 		Severity string
 		N        int64
 	}
-	err := db.Model(&Finding{}).Select("severity, count(*) AS n").Where("resolved_at IS NULL").Group("severity").Scan(&rows).Error
+	err := f.where(db).Select("severity, count(*) AS n").Group("severity").Scan(&rows).Error
 	out := map[string]int64{}
 	for _, r := range rows {
 		out[r.Severity] = r.N

@@ -161,7 +161,7 @@ func (f *fixture) channel(t *testing.T, name, url string, events ...string) {
 
 func (f *fixture) deliveries(t *testing.T, svc *notify.Service, channel string) []notify.DeliveryView {
 	t.Helper()
-	list, err := svc.Deliveries(context.Background(), notify.DeliveryFilter{Channel: channel})
+	list, _, err := svc.Deliveries(context.Background(), notify.DeliveryFilter{Channel: channel})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func (r *rig) notifications(kind, target string) int64 {
 
 func (r *rig) evaluations(name string) []trigger.Evaluation {
 	r.t.Helper()
-	evs, err := r.svc.Evaluations(context.Background(), "checkout", name, 300)
+	evs, _, err := r.svc.Evaluations(context.Background(), "checkout", name, server.Page{})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -131,14 +131,15 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 }
 
-// List returns the rules of app (every app when app is "") with their
-// state, ordered by app and name.
-func (s *Service) List(ctx context.Context, app string) ([]View, error) {
-	q := s.db(ctx).Order("app, name")
-	if app != "" {
-		q = q.Where("app = ?", app)
+// List returns one page of the rules of app with their state, ordered by
+// name, and the cursor of the next page.
+func (s *Service) List(ctx context.Context, app string, pg server.Page) ([]View, string, error) {
+	list, err := s.views(ctx, pg.ByName(s.db(ctx).Where("app = ?", app), "name"))
+	if err != nil {
+		return nil, "", err
 	}
-	return s.views(ctx, q)
+	list, next := server.Cut(list, pg, func(v *View) string { return v.Name })
+	return list, next, nil
 }
 
 // ForSwitch returns the rules of switch app/name with their state.
@@ -203,25 +204,27 @@ func (s *Service) Get(ctx context.Context, app, name string) (*View, error) {
 	return &v, nil
 }
 
-// Evaluations returns the newest evaluations of a rule, newest first (at
-// most limit; 0 means 50).
-func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) ([]Evaluation, error) {
+// Evaluations returns one page of the evaluations of a rule, newest
+// first, and the cursor of the next page.
+func (s *Service) Evaluations(ctx context.Context, app, name string, pg server.Page) ([]Evaluation, string, error) {
 	r, err := loadRule(s.db(ctx), app, name)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, "", unavailable(err)
 	}
-	if limit <= 0 {
-		limit = 50
+	q, err := pg.Newest(s.db(ctx).Where("trigger_id = ?", r.ID), "id")
+	if err != nil {
+		return nil, "", err
 	}
 	var rows []evaluationRow
-	if err := s.db(ctx).Where("trigger_id = ?", r.ID).Order("id DESC").Limit(min(limit, keepEvaluations)).Find(&rows).Error; err != nil {
-		return nil, unavailable(err)
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, "", unavailable(err)
 	}
+	rows, next := server.Cut(rows, pg, func(e *evaluationRow) string { return server.IDKey(e.ID) })
 	out := make([]Evaluation, len(rows))
 	for i := range rows {
 		out[i] = rows[i].view()
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // check returns build's checks for app: its sources, the answer of the
@@ -414,7 +417,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), p.Version)
 			}
 			row, st, err := loadState(tx, cur.ID)
 			if err != nil {
@@ -470,7 +473,7 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), c.Version)
 			}
 			if err := resolveFindings(tx, cur, "rule deleted by "+a.Name, s.core.Now()); err != nil {
 				return "", nil, nil, err

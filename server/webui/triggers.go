@@ -343,7 +343,7 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	e, err := t.editorFor(c, app, v, vals)
 	p.Data = e
 	if err == nil {
-		e.Evals, err = t.svc.Evaluations(ctx, app, name, 50)
+		e.Evals, _, err = t.svc.Evaluations(ctx, app, name, server.Page{Limit: 50})
 	}
 	if a := actor(c); err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" && a.CanWrite(app) {
 		// The chart is no live region: a live refresh does not ask the
@@ -443,7 +443,7 @@ func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Inpu
 	}
 	e, err := t.editorFor(c, app, v, vals)
 	if err == nil {
-		e.Evals, err = t.svc.Evaluations(c.Request.Context(), app, v.Name, 50)
+		e.Evals, _, err = t.svc.Evaluations(c.Request.Context(), app, v.Name, server.Page{Limit: 50})
 	}
 	pv.Draft = true
 	e.Preview = pv
