@@ -261,9 +261,9 @@ type DeliveryView struct {
 
 // DeliveryFilter selects entries of the delivery log.
 type DeliveryFilter struct {
-	Channel  string // a channel's name; "" every channel
-	Status   string // one of the Status constants; "" every status
-	server.Page     // by id, newest first
+	Channel     string // a channel's name; "" every channel
+	Status      string // one of the Status constants; "" every status
+	server.Page        // by id, newest first
 }
 
 // Statuses lists the delivery states.

@@ -282,9 +282,9 @@ func (s *Service) Get(ctx context.Context, app string, id int64) (*View, error) 
 
 // Filter selects plans for List.
 type Filter struct {
-	Switch string // "" for all
-	Active bool   // only pending, running and paused ones
-	server.Page   // by id, newest first
+	Switch      string // "" for all
+	Active      bool   // only pending, running and paused ones
+	server.Page        // by id, newest first
 }
 
 // List returns one page of the plans of app, newest first, and the
