@@ -105,7 +105,7 @@ func (h channelHandler) test(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"), ch.Reason)
+	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"), ch)
 	if err != nil {
 		fail(c, err)
 		return

@@ -81,20 +81,15 @@ func (t *triggers) delete(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"deleted": true})
 }
 
-// reasonBody is the body of pause, resume and confirm.
-type reasonBody struct {
-	Reason string `json:"reason"`
-}
-
 // state serves a change of a rule's state by a person (pause, resume,
-// confirm recovery).
-func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, name, reason string) (*trigger.View, error)) gin.HandlerFunc {
+// confirm recovery): body reason and optionally the rule's version.
+func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, name string, ch server.Change) (*trigger.View, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b reasonBody
-		if !bind(c, &b) {
+		var ch server.Change
+		if !bind(c, &ch) {
 			return
 		}
-		v, err := change(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), b.Reason)
+		v, err := change(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), ch)
 		if err != nil {
 			fail(c, err)
 			return

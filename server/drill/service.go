@@ -114,6 +114,8 @@ type Input struct {
 // RunInput asks for a run now.
 type RunInput struct {
 	Reason string `json:"reason"`
+	// Version is the drill's version the person saw (nil: any).
+	Version *int64 `json:"version"`
 	// DryRun runs the preflight and the probes against the undegraded path
 	// only: nothing is degraded.
 	DryRun bool `json:"dry_run"`
@@ -122,6 +124,9 @@ type RunInput struct {
 // AbortInput ends a run early.
 type AbortInput struct {
 	Reason string `json:"reason"`
+	// Version is the drill's version the person saw (nil: any): every
+	// action under a drill names the drill's version.
+	Version *int64 `json:"version"`
 }
 
 // readErr maps a read's database error to the server's typed errors.
@@ -473,6 +478,9 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	var run *Run
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillRun, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := checkDrillVersion(tx, app, name, in.Version); err != nil {
+				return "", nil, nil, err
+			}
 			r, err := newRun(tx, d, now)
 			if err != nil {
 				return "", nil, nil, err
@@ -494,6 +502,19 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	}
 	s.job.kick()
 	return run, nil
+}
+
+// checkDrillVersion compares the caller's expected version of drill
+// app/name (nil: any) with the stored one, read inside tx.
+func checkDrillVersion(tx *gorm.DB, app, name string, expected *int64) error {
+	if expected == nil {
+		return nil
+	}
+	var cur Drill
+	if err := tx.Select("version").Where("app = ? AND name = ?", app, name).Take(&cur).Error; err != nil {
+		return err
+	}
+	return server.CheckVersion(expected, cur.Version)
 }
 
 // newRun makes the next run of d (not yet saved), pending. It stores d's
@@ -533,6 +554,9 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 	var out Run
 	err := s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillAbort, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := checkDrillVersion(tx, app, name, in.Version); err != nil {
+				return "", nil, nil, err
+			}
 			if err := tx.Where("app = ? AND drill = ? AND number = ?", app, name, number).Take(&out).Error; err != nil {
 				return "", nil, nil, err
 			}

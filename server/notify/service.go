@@ -306,16 +306,20 @@ func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryV
 // SendTest sends a channel.test event to channel name now, from this
 // console, once (no retries), and returns its entry in the delivery log:
 // what an admin needs to know whether the receiver accepts our requests.
-// It takes a reason and is audited like every other write.
-func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason string) (DeliveryView, error) {
+// It takes a reason (and optionally the channel's version) and is audited
+// like every other write.
+func (s *Service) SendTest(ctx context.Context, a server.Actor, name string, c server.Change) (DeliveryView, error) {
 	if err := mayManage(a); err != nil {
 		return DeliveryView{}, err
 	}
-	if strings.TrimSpace(reason) == "" {
+	if strings.TrimSpace(c.Reason) == "" {
 		return DeliveryView{}, &server.ValidationError{Fields: []*server.FieldError{{Field: "reason", Msg: "is required: say why you make this change"}}}
 	}
 	ch, err := s.GetChannel(ctx, name)
 	if err != nil {
+		return DeliveryView{}, err
+	}
+	if err := server.CheckVersion(c.Version, ch.Version); err != nil {
 		return DeliveryView{}, err
 	}
 	now := s.svc.Now()
@@ -325,7 +329,7 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason str
 		Body:  "Sent by " + a.Name + " with the channel's secret; a receiver that verified the signature accepts the events it subscribes to.",
 		Data:  `{"channel":"` + ch.Name + `"}`, CreatedAt: now, DispatchedAt: &now,
 	}}
-	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: reason,
+	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: c.Reason,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := tx.Create(&at.ev).Error; err != nil {
 				return "", nil, nil, err

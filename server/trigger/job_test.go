@@ -322,7 +322,7 @@ func testFlappingLocks(r *rig) {
 	if len(r.evaluations("flappy")) != n {
 		t.Fatal("a locked rule was evaluated")
 	}
-	if _, err := r.svc.Resume(context.Background(), olga, "checkout", "flappy", "looked at it: the threshold is fine"); err != nil {
+	if _, err := r.svc.Resume(context.Background(), olga, "checkout", "flappy", server.Change{Reason: "looked at it: the threshold is fine"}); err != nil {
 		t.Fatal(err)
 	}
 	if fs := r.openFindings(finding.TriggerLocked, "trigger/checkout/flappy"); len(fs) != 0 {
@@ -367,7 +367,7 @@ func testConfirmRecovery(r *rig) {
 	})
 	b := time.Now().UTC().Add(time.Second)
 	r.step(b)
-	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", "ok"); !errors.Is(err, server.ErrConflict) {
+	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", server.Change{Reason: "ok"}); !errors.Is(err, server.ErrConflict) {
 		t.Fatalf("confirm with no proposal: %v", err)
 	}
 	r.set(m, 40)
@@ -383,7 +383,7 @@ func testConfirmRecovery(r *rig) {
 	if n := r.notifications("trigger.proposes_recovery", "switch/checkout/careful"); n != 1 {
 		t.Fatalf("%d proposals notified", n)
 	}
-	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", "dashboards agree: recovered"); err != nil {
+	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", server.Change{Reason: "dashboards agree: recovered"}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := r.events("trigger/checkout/careful")[0]; ev.Action != audit.TriggerConfirm || ev.Actor != "olga" {
@@ -428,11 +428,11 @@ func testPersonPauses(r *rig) {
 	if sw := r.switchState("humans"); sw.State != wire.StateOff || len(r.evaluations("humans")) != n {
 		t.Fatal("a paused rule acted")
 	}
-	if _, err := r.svc.Pause(ctx, olga, "checkout", "humans", "again"); !errors.Is(err, server.ErrConflict) {
+	if _, err := r.svc.Pause(ctx, olga, "checkout", "humans", server.Change{Reason: "again"}); !errors.Is(err, server.ErrConflict) {
 		t.Fatalf("pausing a paused rule: %v", err)
 	}
 	r.set(m, 95)
-	if _, err := r.svc.Resume(ctx, olga, "checkout", "humans", "scrape fixed"); err != nil {
+	if _, err := r.svc.Resume(ctx, olga, "checkout", "humans", server.Change{Reason: "scrape fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	r.step(at(b, 20))

@@ -485,13 +485,16 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 // stateChange is an audited change of a rule's state by a person: mutate
 // gets the rule, its state and its switch, and returns the next state or
 // an error that aborts the change.
-func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.Action, app, name, reason string,
+func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.Action, app, name string, c server.Change,
 	mutate func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error)) (*View, error) {
 	var out View
-	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: reason, App: app,
+	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: c.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			r, err := loadRule(tx, app, name)
 			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := server.CheckVersion(c.Version, r.Version); err != nil {
 				return "", nil, nil, err
 			}
 			row, st, err := loadState(tx, r.ID)
@@ -521,20 +524,20 @@ func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.
 }
 
 // Pause stops a rule until a person resumes it; the switch stays as it is.
-func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	return s.stateChange(ctx, a, audit.TriggerPause, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+func (s *Service) Pause(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerPause, app, name, c, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		if st.Paused {
 			return st, server.Conflictf("%s is already paused (by %s: %s)", r.Target(), st.PausedBy, st.PauseReason)
 		}
-		return st.Pause(a.Name, oneLine(reason, 500), now), nil
+		return st.Pause(a.Name, oneLine(c.Reason, 500), now), nil
 	})
 }
 
 // Resume hands the switch back to a paused or locked rule, as the switch
 // is now (on: the rule turns it off once the metric recovers), and
 // resolves the rule's lock and hand-off findings.
-func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	return s.stateChange(ctx, a, audit.TriggerResume, app, name, reason, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
+func (s *Service) Resume(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerResume, app, name, c, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
 		if !st.Paused && st.Phase != PhaseLocked {
 			return st, server.Conflictf("%s is neither paused nor locked (it is %s)", r.Target(), st.Status())
 		}
@@ -545,8 +548,8 @@ func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason 
 // Confirm confirms the recovery a rule proposes (confirm_recovery): the
 // leader's job turns the switch off at its next step, as the rule, saying
 // who confirmed.
-func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, c, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		switch {
 		case st.Paused:
 			return st, server.Conflictf("%s is paused; resume it first", r.Target())

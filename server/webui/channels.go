@@ -120,7 +120,7 @@ func (p channelPages) remove(c *gin.Context) {
 func (p channelPages) test(c *gin.Context) {
 	name := c.Param("channel")
 	fp := &formParser{c: c}
-	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, fp.str("reason"))
+	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, server.Change{Reason: fp.str("reason")})
 	if err != nil {
 		p.show(c, 0, "test:"+name, err, nil)
 		return

@@ -468,11 +468,11 @@ func patchFields(in trigger.Input) ([]byte, error) {
 
 // state serves pause, resume and confirm; on success it returns to the
 // page the form came from (the switch page or the rule page).
-func (t *triggerPages) state(form string, change func(context.Context, server.Actor, string, string, string) (*trigger.View, error), done string) gin.HandlerFunc {
+func (t *triggerPages) state(form string, change func(context.Context, server.Actor, string, string, server.Change) (*trigger.View, error), done string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		app, name := c.Param("app"), c.Param("name")
 		fp := &formParser{c: c}
-		if _, err := change(c.Request.Context(), actor(c), app, name, fp.str("reason")); err != nil {
+		if _, err := change(c.Request.Context(), actor(c), app, name, server.Change{Reason: fp.str("reason")}); err != nil {
 			if failureOf(err).Status != http.StatusBadRequest {
 				// The rule's state changed meanwhile: the form may be gone
 				// from the page, so the error goes to the top.
