@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -97,9 +98,10 @@ func (in *LimitInput) rule() wire.LimitRule {
 	return r
 }
 
-// LimitPatch replaces some top-level fields of a rule. Fields holds the raw
-// JSON members other than version, reason and description, merged over the
-// current rule.
+// LimitPatch changes some fields of a rule: its JSON form is an RFC 7396
+// merge patch (Patch). Fields holds the members other than version,
+// reason and description, merged over the current rule; null puts a
+// parameter back to its default, and a description of null clears it.
 type LimitPatch struct {
 	Version     *int64
 	Reason      string
@@ -129,6 +131,9 @@ func (p *LimitPatch) UnmarshalJSON(b []byte) error {
 	}
 	if err := take("reason", &p.Reason); err != nil {
 		return err
+	}
+	if string(bytes.TrimSpace(m["description"])) == "null" {
+		m["description"] = json.RawMessage(`""`)
 	}
 	if err := take("description", &p.Description); err != nil {
 		return err
@@ -166,12 +171,13 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 		}
 		m = keep
 	}
-	for k, v := range p.Fields {
-		m[k] = v
+	doc, _ := json.Marshal(m)
+	fields := []byte("{}")
+	if len(p.Fields) > 0 {
+		fields, _ = json.Marshal(p.Fields)
 	}
-	merged, _ := json.Marshal(m)
 	var out LimitInput
-	errs := DecodeJSON(merged, &out)
+	errs := DecodeJSON(MergePatch(doc, fields), &out)
 	r := out.rule()
 	errs.AddErr("", validateLimit(&r))
 	return &r, errs.Err()

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -62,11 +61,11 @@ func (d drills) get(c *gin.Context) {
 }
 
 func (d drills) update(c *gin.Context) {
-	var patch map[string]json.RawMessage
-	if !bind(c, &patch) {
+	var p server.Patch
+	if !bind(c, &p) {
 		return
 	}
-	dr, err := d.svc.Update(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), patch)
+	dr, err := d.svc.Update(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), p)
 	if err != nil {
 		fail(c, err)
 		return

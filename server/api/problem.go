@@ -33,13 +33,17 @@ const StatusClientClosedRequest = 499
 // or version (an existing name is /problems/exists).
 const ConflictType = "/problems/conflict"
 
+// MergePatchContentType is the media type of an RFC 7396 merge patch,
+// what every PATCH takes (application/json is read the same way).
+const MergePatchContentType = "application/merge-patch+json"
+
 // ProblemContentType is the media type of problem documents.
 const ProblemContentType = "application/problem+json"
 
 // errTooLarge and errMediaType are request-shape errors found by the API itself.
 var (
 	errTooLarge  = errors.New("api: request body exceeds 1 MiB")
-	errMediaType = errors.New("api: Content-Type must be application/json")
+	errMediaType = errors.New("api: Content-Type must be application/json (or, for a PATCH, application/merge-patch+json)")
 )
 
 // ProblemFor maps an error to its problem document; this is the only place

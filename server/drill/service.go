@@ -271,43 +271,20 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	return d, err
 }
 
-// Update changes a drill: patch holds the fields to replace (each
-// top-level field whole), reason and optionally version.
-func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, patch map[string]json.RawMessage) (*Drill, error) {
-	var ch struct {
-		Reason  string `json:"reason"`
-		Version *int64 `json:"version"`
+// Update changes a drill: p is an RFC 7396 merge patch over its spec
+// (server.Patch); probes, an array, is replaced whole.
+func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, p server.Patch) (*Drill, error) {
+	if p.Names("name") {
+		return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "name", Msg: "cannot be changed; create a new drill"}}}
 	}
-	rest := map[string]json.RawMessage{}
-	for k, raw := range patch {
-		switch k {
-		case "reason", "version":
-			one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
-			if err := server.DecodeStrict(one, &ch); err != nil {
-				return nil, err
-			}
-		case "name":
-			return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "name", Msg: "cannot be changed; create a new drill"}}}
-		default:
-			rest[k] = raw
-		}
-	}
+	ch := server.Change{Reason: p.Reason, Version: p.Version}
 	cur, err := s.Get(ctx, app, name)
 	if err != nil {
 		return nil, err
 	}
-	var merged map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(cur.Spec), &merged)
-	if merged == nil {
-		merged = map[string]json.RawMessage{}
-	}
-	for k, raw := range rest {
-		merged[k] = raw
-	}
-	body, _ := json.Marshal(merged)
 	var sp Spec
-	v := server.DecodeJSON(body, &sp)
-	_, probes := rest["probes"]
+	v := p.Merge(json.RawMessage(cur.Spec), &sp)
+	probes := p.Names("probes")
 	if old, err := cur.spec(); err == nil && probes {
 		keepHidden(&sp, old, &v)
 	}

@@ -185,8 +185,9 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			if next.Secret, err = s.cfg.Keys.Open(cur.Secret); err != nil {
 				return "", nil, nil, fmt.Errorf("%w: channel %s: %w", server.ErrUnavailable, name, err)
 			}
-			p.apply(&next, now)
-			if err := next.validate(p.Reason, s.cfg.Egress); err != nil {
+			errs := p.apply(&next, now)
+			errs.AddErr("", next.validate(p.Reason, s.cfg.Egress))
+			if err := errs.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			next.Secret = s.cfg.Keys.Seal(next.Secret)

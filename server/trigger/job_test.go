@@ -541,8 +541,9 @@ func testStagedRollout(r *rig) {
 		t.Fatalf("the plan's audit events: %+v, %v", evs, err)
 	}
 
-	// A percent replaces the template in a patch, and null clears it.
-	for body, want := range map[string]string{`{"rollout":{"percent":40}}`: "40", `{"rollout":null}`: "none"} {
+	// A merge patch that sets a percent and removes the template replaces
+	// it, and null clears the rollout.
+	for body, want := range map[string]string{`{"rollout":{"percent":40,"template":null}}`: "40", `{"rollout":null}`: "none"} {
 		v, err := r.svc.Update(ctx, admin, "checkout", "staged", trigger.Patch{Reason: "test", Fields: json.RawMessage(body)})
 		if err != nil {
 			t.Fatalf("patch %s: %v", body, err)

@@ -1,7 +1,6 @@
 package trigger
 
 import (
-	"encoding/json"
 	"math"
 	"strings"
 	"time"
@@ -145,34 +144,9 @@ type RolloutInput struct {
 	Template string `json:"template,omitempty"`
 }
 
-// Patch changes some fields of a rule: Fields holds the JSON members other
-// than version and reason, merged over the current rule (an object such as
-// trigger merges member by member; rollout is replaced whole). name and switch
-// cannot change.
-type Patch struct {
-	Version *int64
-	Reason  string
-	Fields  json.RawMessage
-}
-
-// UnmarshalJSON splits the bookkeeping members from the rule fields.
-func (p *Patch) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	for key, dst := range map[string]any{"version": &p.Version, "reason": &p.Reason} {
-		if raw, ok := m[key]; ok {
-			delete(m, key)
-			if err := json.Unmarshal(raw, dst); err != nil {
-				return &server.FieldError{Field: key, Msg: "has the wrong type"}
-			}
-		}
-	}
-	fields, err := json.Marshal(m)
-	p.Fields = fields
-	return err
-}
+// Patch changes some fields of a rule: an RFC 7396 merge patch over the
+// rule's Input (server.Patch). name and switch cannot change.
+type Patch = server.Patch
 
 // Input returns the rule as a create body would write it.
 func (r *Rule) Input() Input {

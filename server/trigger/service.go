@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -305,15 +304,6 @@ func (s *Service) queryCheck(ctx context.Context, app string, tried probe) func(
 	}
 }
 
-// replacesRollout reports whether a patch gives the rollout member, which
-// replaces the rule's rollout as a whole rather than member by member.
-func replacesRollout(fields json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(fields, &m)
-	_, ok := m["rollout"]
-	return ok
-}
-
 // stamp sets the bookkeeping of a rule written by a at version v.
 func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
 	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneLine(reason, 1000), a.Name, now
@@ -377,7 +367,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 		tried probe
 	)
 	if cur, err := loadRule(s.db(ctx), app, name); err == nil {
-		if in, v := p.merged(cur); v.Err() == nil {
+		if in, v := merged(p, cur); v.Err() == nil {
 			tried = s.try(ctx, app, in.Source, in.Query)
 		}
 	}
@@ -387,7 +377,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err != nil {
 				return "", nil, nil, err
 			}
-			in, v := p.merged(cur)
+			in, v := merged(p, cur)
 			if in.Name != cur.Name {
 				v.Addf("name", "cannot be changed; create a rule with the new name and delete this one")
 			}
@@ -439,15 +429,9 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 
 // merged is the input of rule cur with the patch merged over it, and
 // the patch's unknown members and wrong types.
-func (p Patch) merged(cur *Rule) (Input, server.FieldErrors) {
-	in := cur.Input()
-	if replacesRollout(p.Fields) {
-		in.Rollout = nil // a percent and a template replace each other; null clears
-	}
-	var v server.FieldErrors
-	if len(p.Fields) > 0 {
-		v = server.DecodeJSON(p.Fields, &in)
-	}
+func merged(p Patch, cur *Rule) (Input, server.FieldErrors) {
+	var in Input
+	v := p.Merge(cur.Input(), &in)
 	return in, v
 }
 

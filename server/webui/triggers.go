@@ -461,9 +461,23 @@ func patchFields(in trigger.Input) ([]byte, error) {
 	m := map[string]any{
 		"description": in.Description, "source": in.Source, "query": in.Query, "trigger": in.Trigger, "recover": in.Recover,
 		"cooldown": in.Cooldown, "max_on": in.MaxOn, "on_no_data": in.OnNoData, "on_error": in.OnError, "confirm_recovery": in.ConfirmRecovery,
-		"flap": in.Flap, "rollout": in.Rollout, "mode": in.Mode,
+		"flap": in.Flap, "rollout": nil, "mode": in.Mode,
+	}
+	if r := in.Rollout; r != nil {
+		// A merge patch keeps what it does not name: the form names both
+		// members, null for the one it leaves empty.
+		m["rollout"] = map[string]any{"percent": nilIfZero(r.Percent), "template": nilIfZero(r.Template)}
 	}
 	return json.Marshal(m)
+}
+
+// nilIfZero is v, or nil (JSON null) when v is its type's zero value.
+func nilIfZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
 }
 
 // state serves pause, resume and confirm; on success it returns to the
