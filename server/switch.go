@@ -163,8 +163,8 @@ func (s *Switch) View() SwitchView {
 	v := SwitchView{
 		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
 		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: s.MaxStaleness, State: s.State, Rollout: s.Rollout(),
-		MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
+		MaxStaleness: CanonicalDuration(s.MaxStaleness), State: s.State, Rollout: s.Rollout(),
+		MaxOn: CanonicalDuration(s.MaxOn), ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
 		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
 		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,23 @@ type Spec struct {
 	Preflight        Preflight  `json:"preflight"`
 	// Enabled: a disabled drill's schedule does not fire (default true).
 	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// canonical returns s with every duration in the form the API answers
+// (server.CanonicalDuration): "168h" for a "7d" as written.
+func (s Spec) canonical() Spec {
+	for _, d := range []*string{&s.Duration, &s.EffectWithin, &s.RecoverWithin, &s.StartingDeadline, &s.Preflight.TriggerWindow} {
+		*d = server.CanonicalDuration(*d)
+	}
+	s.Probes = slices.Clone(s.Probes)
+	for i := range s.Probes {
+		s.Probes[i].MaxP99, s.Probes[i].Timeout = server.CanonicalDuration(s.Probes[i].MaxP99), server.CanonicalDuration(s.Probes[i].Timeout)
+	}
+	s.Blackout = slices.Clone(s.Blackout)
+	for i := range s.Blackout {
+		s.Blackout[i].Duration = server.CanonicalDuration(s.Blackout[i].Duration)
+	}
+	return s
 }
 
 // Target is the slice a drill degrades: a percent of the instances (by the

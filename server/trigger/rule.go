@@ -235,7 +235,7 @@ func build(app string, in Input, check checks) (*Rule, error) {
 
 	r.OnNoData = treatment(&v, "on_no_data", r.OnNoData)
 	r.OnError = treatment(&v, "on_error", r.OnError)
-	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: DefaultFlapWindow.String()}
+	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: server.ShortDuration(DefaultFlapWindow)}
 	if in.Flap != nil {
 		flap = *in.Flap
 	}
@@ -289,7 +289,7 @@ func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
 func duration(v *server.FieldErrors, field, s string, def time.Duration) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return def.String()
+		return server.ShortDuration(def)
 	}
 	d, err := server.ParseDuration(s)
 	switch {
@@ -298,9 +298,9 @@ func duration(v *server.FieldErrors, field, s string, def time.Duration) string 
 	case d < 0:
 		v.Addf(field, "must not be negative, got %s", s)
 	case d > maxDuration:
-		v.Addf(field, "must be at most %s", maxDuration)
+		v.Addf(field, "must be at most %s", server.ShortDuration(maxDuration))
 	}
-	return d.String()
+	return server.ShortDuration(d)
 }
 
 func opList() string {

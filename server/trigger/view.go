@@ -2,6 +2,8 @@ package trigger
 
 import (
 	"time"
+
+	"github.com/switchyard-io/switchyard/server"
 )
 
 // View is the API representation of a rule; Status is its live state.
@@ -71,10 +73,11 @@ type Status struct {
 func (r *Rule) config() View {
 	v := View{
 		App: r.App, Name: r.Name, Switch: r.SwitchName, Description: r.Description, Source: r.Source, Query: r.Query,
-		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: r.TriggerFor},
-		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: r.RecoverFor},
-		Cooldown: r.Cooldown, MaxOn: r.MaxOn, OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
-		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
+		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: server.CanonicalDuration(r.TriggerFor)},
+		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: server.CanonicalDuration(r.RecoverFor)},
+		Cooldown: server.CanonicalDuration(r.Cooldown), MaxOn: server.CanonicalDuration(r.MaxOn),
+		OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
+		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: server.CanonicalDuration(r.FlapWindow)}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
 	switch {
