@@ -10,7 +10,7 @@ import (
 // Sentinel errors; the API maps each to one status code.
 var (
 	ErrNotFound      = errors.New("server: not found")
-	ErrConflict      = errors.New("server: version conflict")
+	ErrConflict      = errors.New("server: conflict")
 	ErrAlreadyExists = errors.New("server: already exists")
 	ErrUnauthorized  = errors.New("server: missing or invalid credentials")
 	ErrForbidden     = errors.New("server: forbidden")

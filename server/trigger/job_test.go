@@ -302,7 +302,7 @@ func testFlappingLocks(r *rig) {
 	r.set(m, 90)
 	r.step(at(b, 20)) // a third flip in 10 m: locked instead
 	st := r.status("flappy")
-	if st.Phase != trigger.PhaseLocked || st.Lock != trigger.LockFlapping || !strings.Contains(st.LockWhy, "2 flips within 10m0s") {
+	if st.Phase != trigger.PhaseLocked || st.Lock != trigger.LockFlapping || !strings.Contains(st.LockWhy, "2 flips within 10m") {
 		t.Fatalf("after two flips and a third crossing: %+v", st)
 	}
 	if sw := r.switchState("flappy"); sw.State != wire.StateOff {
