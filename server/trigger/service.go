@@ -133,12 +133,13 @@ func unavailable(err error) error {
 // List returns one page of the rules of app with their state, ordered by
 // name, and the cursor of the next page.
 func (s *Service) List(ctx context.Context, app string, pg server.Page) ([]View, string, error) {
-	list, err := s.views(ctx, pg.ByName(s.db(ctx).Where("app = ?", app), "name"))
-	if err != nil {
-		return nil, "", err
+	var rules []Rule
+	if err := pg.ByName(s.db(ctx).Where("app = ?", app), "name").Find(&rules).Error; err != nil {
+		return nil, "", unavailable(err)
 	}
-	list, next := server.Cut(list, pg, func(v *View) string { return v.Name })
-	return list, next, nil
+	rules, next := server.Cut(rules, pg, func(r *Rule) string { return r.Name })
+	list, err := s.viewsOf(ctx, rules)
+	return list, next, err
 }
 
 // ForSwitch returns the rules of switch app/name with their state.
@@ -151,6 +152,11 @@ func (s *Service) views(ctx context.Context, q *gorm.DB) ([]View, error) {
 	if err := q.Find(&rules).Error; err != nil {
 		return nil, unavailable(err)
 	}
+	return s.viewsOf(ctx, rules)
+}
+
+// viewsOf returns rules with their state.
+func (s *Service) viewsOf(ctx context.Context, rules []Rule) ([]View, error) {
 	rows, err := s.states(ctx, rules)
 	if err != nil {
 		return nil, err
