@@ -1,19 +1,44 @@
 package api
 
 import (
+	"net/http"
+	"strconv"
+
 	"github.com/gin-gonic/gin"
 
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 )
 
 // Findings: GET /api/v1/findings?kind=&app=&target=&state=open|resolved|all,
 // paged, newest first, with the open findings the same filters select
-// counted by severity.
+// counted by severity; POST /api/v1/findings/{id}/ack acknowledges one
+// (reason, optional version).
 
 type findingHandler struct{ svc *finding.Service }
 
 func registerFindings(v1 *gin.RouterGroup, svc *finding.Service) {
-	v1.GET("/findings", findingHandler{svc}.list)
+	h := findingHandler{svc}
+	v1.GET("/findings", h.list)
+	v1.POST("/findings/:id/ack", h.ack)
+}
+
+func (h findingHandler) ack(c *gin.Context) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id < 1 {
+		fail(c, &server.ValidationError{Fields: []*server.FieldError{{Field: "id", Msg: "must be a finding id (a positive integer)"}}})
+		return
+	}
+	var ch server.Change
+	if !bind(c, &ch) {
+		return
+	}
+	f, err := h.svc.Ack(c.Request.Context(), actor(c), id, ch)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"finding": f})
 }
 
 func (h findingHandler) list(c *gin.Context) {

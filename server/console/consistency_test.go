@@ -152,6 +152,7 @@ func (f *consistencyFixture) ids(t *testing.T, r response, key, id string) []str
 // is written.
 func (f *consistencyFixture) version(t *testing.T) {
 	mustStatus(t, call(t, f.c, "POST", shop+"/switches/c/on", adminToken, `{"reason":"for renew"}`), 200)
+	findingA := f.findingOf(t, "switch/shop/a")
 	stale := `"version":99,"reason":"stale"`
 	actions := []struct{ name, method, path, body string }{
 		{"switch patch", "PATCH", shop + "/switches/a", `{"owner":"x",` + stale + `}`},
@@ -179,6 +180,7 @@ func (f *consistencyFixture) version(t *testing.T) {
 		{"channel patch", "PATCH", "/api/v1/channels/ch-b", `{"format":"slack",` + stale + `}`},
 		{"channel test", "POST", "/api/v1/channels/ch-b/test", `{` + stale + `}`},
 		{"channel delete", "DELETE", "/api/v1/channels/ch-b", `{` + stale + `}`},
+		{"finding ack", "POST", "/api/v1/findings/" + findingA + "/ack", `{` + stale + `}`},
 	}
 	before := f.e.snapshot(t, f.c.DB)
 	for _, a := range actions {
@@ -198,6 +200,17 @@ func (f *consistencyFixture) version(t *testing.T) {
 	mustStatus(t, call(t, f.c, "POST", shop+"/triggers/t-b/resume", adminToken, fmt.Sprintf(`{"version":%d,"reason":"r"}`, int(v))), 200)
 }
 
+// findingOf returns the id of the open no_owner finding of target.
+func (f *consistencyFixture) findingOf(t *testing.T, target string) string {
+	t.Helper()
+	r := mustStatus(t, call(t, f.c, "GET", "/api/v1/findings?kind=no_owner&target="+target, adminToken, ""), 200)
+	ids := f.ids(t, r, "findings", "id")
+	if len(ids) != 1 {
+		t.Fatalf("no_owner findings of %s: %s", target, r.Raw)
+	}
+	return ids[0]
+}
+
 // conflict: an action the entity's state does not allow is the same
 // problem as a stale version, naming the state instead of a field.
 func (f *consistencyFixture) conflict(t *testing.T) {
@@ -206,6 +219,11 @@ func (f *consistencyFixture) conflict(t *testing.T) {
 		{"confirm a rule proposing nothing", "POST", shop + "/triggers/t-b/confirm", `{"reason":"r"}`, "proposes no recovery"},
 		{"resume a plan that is not paused", "POST", shop + "/rollouts/2/resume", `{"reason":"r"}`, "only a paused plan resumes"},
 		{"abort a drill run that ended", "POST", shop + "/drills/d-a/runs/1/abort", `{"reason":"r"}`, "run #1"},
+		{"acknowledge a finding twice", "POST", "/api/v1/findings/" + f.findingOf(t, "switch/shop/c") + "/ack", `{"reason":"r"}`, "acknowledged already, by token:bootstrap#1"},
+	}
+	r := mustStatus(t, call(t, f.c, "POST", "/api/v1/findings/"+f.findingOf(t, "switch/shop/c")+"/ack", adminToken, `{"version":1,"reason":"seen"}`), 200)
+	if r.str("finding", "acked_by") != "token:bootstrap#1" || r.num("finding", "version") != 2 {
+		t.Fatalf("acknowledged: %s", r.Raw)
 	}
 	// The seeded dry run ends: refused by its preflight, or aborted here.
 	if r := call(t, f.c, "POST", shop+"/drills/d-a/runs/1/abort", adminToken, `{"reason":"r"}`); r.Status != 200 && r.Status != 409 {

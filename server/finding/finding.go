@@ -58,7 +58,18 @@ type Finding struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Resolution string     `json:"resolution,omitempty"`
+	// A person acknowledged it (Service.Ack); it stays open until its
+	// cause goes away.
+	AckedBy   string     `json:"acked_by,omitempty"`
+	AckedAt   *time.Time `json:"acked_at,omitempty"`
+	AckReason string     `json:"ack_reason,omitempty"`
+	// Version moves when the finding is acknowledged or resolved (not
+	// when a job refreshes its summary).
+	Version int64 `json:"version"`
 }
+
+// Target of the finding's audit events: "finding/<id>".
+func (f *Finding) auditTarget() string { return fmt.Sprintf("finding/%d", f.ID) }
 
 // TableName pins the table name.
 func (Finding) TableName() string { return "findings" }
@@ -95,7 +106,7 @@ func Open(tx *gorm.DB, s Spec, now time.Time) (bool, error) {
 	case !errors.Is(err, gorm.ErrRecordNotFound):
 		return false, err
 	}
-	f := &Finding{Kind: s.Kind, Target: s.Target, App: s.App, Severity: s.Severity, Summary: s.Summary, Detail: s.Detail, Since: now, UpdatedAt: now}
+	f := &Finding{Kind: s.Kind, Target: s.Target, App: s.App, Severity: s.Severity, Summary: s.Summary, Detail: s.Detail, Since: now, UpdatedAt: now, Version: 1}
 	if err := tx.Create(f).Error; err != nil {
 		return false, err
 	}
@@ -121,7 +132,7 @@ func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, e
 		return false, err
 	}
 	res := tx.Model(&Finding{}).Where("id = ? AND resolved_at IS NULL", cur.ID).
-		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now})
+		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now, "version": cur.Version + 1})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return false, res.Error
 	}
