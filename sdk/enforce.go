@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -81,8 +82,8 @@ type Limiter struct {
 
 	// decision counters, read at scrape time
 	allowed     atomic.Uint64
-	rejected    [4]atomic.Uint64 // by limit.Reason
-	wouldReject [4]atomic.Uint64
+	rejected    [reasonSlots]atomic.Uint64 // by limit.Reason
+	wouldReject [reasonSlots]atomic.Uint64
 	inflight    atomic.Int64
 	transitions [3][3]atomic.Uint64 // breaker from -> to
 }
@@ -92,7 +93,8 @@ type enforcer struct {
 	rule   *wire.LimitRule // effective rule (cluster share applied)
 	src    *wire.LimitRule // the published rule
 	shadow bool
-	hold   bool               // concurrency, adaptive, breaker: permits must be finished
+	hold   bool               // concurrency, adaptive, breaker, throttle, system: permits must be finished
+	queue  bool               // concurrency with a CoDel queue: guards wait for a slot
 	tb     *limit.TokenBucket // fast path for unkeyed token buckets
 	br     *limit.Breaker     // fast path for unkeyed breakers in enforce mode
 	slots  bool               // concurrency, adaptive: count in-flight requests
@@ -189,11 +191,18 @@ func (l *Limiter) Rule() *wire.LimitRule {
 
 var admitAll = limit.Decision{OK: true}
 
+// reasonSlots sizes the per-reason counters: a power of two at least
+// limit.NumReasons, so indexing by Reason&(reasonSlots-1) needs no bounds check.
+const reasonSlots = 8
+
+var _ [reasonSlots - limit.NumReasons]struct{} // compile-time: reasonSlots ≥ NumReasons
+
 // Allow decides one request. For the rate kinds (token_bucket, gcra,
 // sliding_window) it is the admission itself; GCRA's Decision.Wait says how
 // long to wait before proceeding. For concurrency, adaptive and breaker rules
 // Allow only checks that a request would be admitted now and holds nothing;
-// guard the work with Admit, Acquire or Do instead. In shadow mode the
+// throttle and system rules decide only when the outcome is reported, so
+// Allow answers OK for them. Guard such work with Admit, Acquire or Do. In shadow mode the
 // answer is always OK, with no Wait. Allow does not allocate.
 func (l *Limiter) Allow(ctx context.Context) limit.Decision {
 	e := l.cur.Load()
@@ -221,10 +230,10 @@ func (l *Limiter) AllowHeaders(ctx context.Context, h Headers) limit.Decision {
 func (l *Limiter) allowSlow(ctx context.Context, e *enforcer, h Headers) limit.Decision {
 	lim := e.limiter(ctx, h)
 	if !e.hold {
-		_, d := lim.Admit()
+		_, d := lim.AdmitAs(criticality(ctx))
 		return l.count(e, d)
 	}
-	var d limit.Decision
+	d := limit.Decision{OK: true}
 	switch x := lim.(type) {
 	case *limit.Concurrency:
 		d.OK = x.InFlight() < e.rule.Max
@@ -262,24 +271,34 @@ func (l *Limiter) AdmitHeaders(ctx context.Context, h Headers) (Permit, limit.De
 	if e.tb != nil {
 		return Permit{}, l.count(e, e.tb.Allow())
 	}
-	p, d := e.limiter(ctx, h).Admit()
+	p, d := e.limiter(ctx, h).AdmitAs(criticality(ctx))
 	return l.permit(e, p, d)
 }
 
 // Acquire admits one request, waiting where the rule allows it: for a slot
-// of a concurrency or adaptive rule until ctx ends, for GCRA's
-// Decision.Wait. A rejection is a *RejectError (errors.Is limit.ErrLimited or
-// limit.ErrOpen); a context that ends first returns its error.
-func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+// of a concurrency or adaptive rule until ctx ends (a concurrency rule with
+// a CoDel queue gives up sooner, with reason queue_timeout), for GCRA's
+// Decision.Wait. A rejection is a *RejectError (errors.Is limit.ErrLimited
+// or limit.ErrOpen); a context that ends first returns its error.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) { return l.AcquireHeaders(ctx, nil) }
+
+// AcquireHeaders is Acquire for a key_by rule whose key is a request header
+// (h may be nil for other rules).
+func (l *Limiter) AcquireHeaders(ctx context.Context, h Headers) (Permit, error) {
 	e := l.cur.Load()
 	if e == nil {
 		return Permit{}, nil
 	}
-	lim := e.limiter(ctx, nil)
+	lim := e.limiter(ctx, h)
 	if w, ok := lim.(interface {
-		Acquire(context.Context) (limit.Permit, error)
+		AcquireAs(context.Context, limit.Criticality) (limit.Permit, error)
 	}); ok && !e.shadow {
-		p, err := w.Acquire(ctx)
+		p, err := w.AcquireAs(ctx, criticality(ctx))
+		if errors.Is(err, limit.ErrLimited) {
+			d := limit.Decision{Reason: limit.ReasonQueueTimeout}
+			l.count(e, d)
+			return Permit{}, &RejectError{Resource: l.resource, Decision: d}
+		}
 		if err != nil {
 			return Permit{}, err
 		}
@@ -287,7 +306,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		l.inflight.Add(1)
 		return Permit{p: p, n: &l.inflight}, nil
 	}
-	p, d := lim.Admit()
+	p, d := lim.AdmitAs(criticality(ctx))
 	pm, d := l.permit(e, p, d)
 	if !d.OK {
 		return Permit{}, &RejectError{Resource: l.resource, Decision: d}
@@ -297,6 +316,28 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{}, err
 	}
 	return pm, nil
+}
+
+// acquireDecision is AcquireHeaders for guards: a rejection as a Decision
+// (the context's end counts as queue_timeout: the request got no slot).
+func (l *Limiter) acquireDecision(ctx context.Context, h Headers) (Permit, limit.Decision) {
+	p, err := l.AcquireHeaders(ctx, h)
+	var re *RejectError
+	switch {
+	case err == nil:
+		return p, admitAll
+	case errors.As(err, &re):
+		return Permit{}, re.Decision
+	}
+	return Permit{}, limit.Decision{Reason: limit.ReasonQueueTimeout}
+}
+
+// Queues reports whether the rule makes requests wait for a slot (a
+// concurrency rule with a CoDel queue): guards then Acquire instead of
+// Admit.
+func (l *Limiter) Queues() bool {
+	e := l.cur.Load()
+	return e != nil && e.queue
 }
 
 // Do runs fn under the rule: it acquires (see Acquire), runs fn and finishes
@@ -343,10 +384,10 @@ func (l *Limiter) count(e *enforcer, d limit.Decision) limit.Decision {
 		return d
 	}
 	if e.shadow {
-		l.wouldReject[d.Reason&3].Add(1)
+		l.wouldReject[d.Reason&(reasonSlots-1)].Add(1)
 		return admitAll
 	}
-	l.rejected[d.Reason&3].Add(1)
+	l.rejected[d.Reason&(reasonSlots-1)].Add(1)
 	return d
 }
 
@@ -395,7 +436,7 @@ func (e *enforcer) limiter(ctx context.Context, h Headers) limit.Limiter {
 // most one request, or one request per second, per instance); it never
 // admits less.
 func ClusterShare(r *wire.LimitRule, n int) *wire.LimitRule {
-	if r.Scope != wire.ScopeCluster || n <= 1 || r.Kind == wire.KindBreaker {
+	if r.Scope != wire.ScopeCluster || n <= 1 || r.Kind == wire.KindBreaker || r.Kind == wire.KindThrottle || r.Kind == wire.KindSystem {
 		return r
 	}
 	s := *r
@@ -473,9 +514,10 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 		rule:   rule,
 		src:    pub,
 		shadow: rule.Mode == wire.ModeShadow,
-		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive,
+		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive || rule.Kind == wire.KindSystem,
+		queue:  rule.Kind == wire.KindConcurrency && rule.QueueTarget > 0,
 	}
-	next.hold = next.slots || rule.Kind == wire.KindBreaker
+	next.hold = next.slots || rule.Kind == wire.KindBreaker || rule.Kind == wire.KindThrottle
 	var err error
 	if rule.KeyBy.Source != "" {
 		next.header, next.ctxKey = rule.KeyBy.Name, rule.KeyBy.Source == "context"
@@ -490,7 +532,9 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 			prev = old.lim
 		}
 		next.lim, err = limit.Update(prev, rule, l.clock, l.opts...)
-		next.tb, _ = next.lim.(*limit.TokenBucket)
+		if rule.Reserve == 0 {
+			next.tb, _ = next.lim.(*limit.TokenBucket) // no criticality to weigh
+		}
 		if !next.shadow {
 			next.br, _ = next.lim.(*limit.Breaker)
 		}

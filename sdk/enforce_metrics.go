@@ -48,7 +48,7 @@ func newEnforceMetrics(e *enforcement) *enforceMetrics {
 	}
 	m := &enforceMetrics{
 		e:           e,
-		decisions:   d("limit_decisions_total", "Limiter decisions by resource, decision (allowed, rejected, would_reject) and reason (none, rate_limited, concurrency_limited, breaker_open).", "resource", "decision", "reason"),
+		decisions:   d("limit_decisions_total", "Limiter decisions by resource, decision (allowed, rejected, would_reject) and reason (none, rate_limited, concurrency_limited, breaker_open, throttled, overloaded, queue_timeout).", "resource", "decision", "reason"),
 		inflight:    d("limit_in_flight", "Requests holding a slot of a concurrency or adaptive rule.", "resource"),
 		breaker:     d("breaker_state", "1 for the current state (closed, open, half_open) of a resource's circuit breaker, 0 for the others.", "resource", "state"),
 		transitions: d("breaker_transitions_total", "Circuit breaker state transitions.", "resource", "from", "to"),
@@ -80,7 +80,15 @@ func (m *enforceMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.served.Describe(ch)
 }
 
-var reasonLabels = [4]string{"none", limit.ReasonRate.String(), limit.ReasonConcurrency.String(), limit.ReasonBreakerOpen.String()}
+// reasonLabels are the reason label values by limit.Reason ("none" for
+// admitted).
+var reasonLabels = func() (l [limit.NumReasons]string) {
+	for i := range l {
+		l[i] = limit.Reason(i).String()
+	}
+	l[0] = "none"
+	return l
+}()
 
 var stateLabels = [3]string{"closed", "open", "half_open"}
 

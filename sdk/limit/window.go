@@ -97,3 +97,7 @@ func (w *SlidingWindow) Kind() string { return wire.KindSlidingWindow }
 func (w *SlidingWindow) Admit() (Permit, Decision) { return Permit{}, w.AllowN(1) }
 
 func (w *SlidingWindow) update(r *wire.LimitRule) { w.SetLimit(r.Limit, r.Window.D()) }
+
+// AdmitAs implements Limiter; the sliding window does not rank
+// criticalities.
+func (w *SlidingWindow) AdmitAs(Criticality) (Permit, Decision) { return w.Admit() }
