@@ -33,7 +33,8 @@ const (
 // everything the probability is 0; at K = 2 a backend may refuse up to half
 // the requests before any is throttled. Locally rejected requests count as
 // requests, so the sent rate settles near K × accepts. Below min_requests in
-// the window nothing is throttled.
+// the window nothing is throttled. Admissions judge by the window's counts
+// as of at most a thousandth of the window ago.
 //
 // A permit's Done(err) (or Finish(ok)) reports whether the backend accepted
 // the request: err == nil, or ok. Transports call Finish with their own
@@ -44,7 +45,17 @@ type Throttler struct {
 	p     atomic.Pointer[throttleParams]
 	ring  atomic.Pointer[Rolling] // counter 0: requests, 1: accepts
 	rand  func() float64
+
+	// The window's sums, refreshed at most every window/throttleRefresh:
+	// summing the ring is most of an admission's cost, and counts a
+	// thousandth of a window old change the probability by about as much.
+	next     atomic.Int64
+	requests atomic.Int64
+	accepts  atomic.Int64
 }
+
+// throttleRefresh is how many times per window admissions re-sum the ring.
+const throttleRefresh = 1000
 
 type throttleParams struct {
 	k           float64
@@ -79,7 +90,19 @@ func (t *Throttler) set(k float64, window time.Duration, minRequests int) {
 	t.p.Store(np)
 	if old == nil || old.window != window {
 		t.ring.Store(NewStripedRolling(window/throttleBuckets, throttleBuckets, throttleStripes))
+		t.next.Store(math.MinInt64)
 	}
+}
+
+// counts returns the window's sums as of at most window/throttleRefresh ago.
+func (t *Throttler) counts(now int64, r *Rolling, p *throttleParams) (requests, accepts int64) {
+	if next := t.next.Load(); now >= next && t.next.CompareAndSwap(next, now+int64(p.window)/throttleRefresh) {
+		s := r.Sum(now)
+		t.requests.Store(s[0])
+		t.accepts.Store(s[1])
+		return s[0], s[1]
+	}
+	return t.requests.Load(), t.accepts.Load()
 }
 
 // SetReserve makes lower criticalities throttle earlier: their K is
@@ -126,13 +149,13 @@ func (t *Throttler) Admit() (Permit, Decision) { return t.AdmitAs(Critical) }
 func (t *Throttler) AdmitAs(c Criticality) (Permit, Decision) {
 	now := t.clock.Nanotime()
 	r := t.ring.Load()
-	s := r.Sum(now)
-	r.Add(now, 0, 1)
 	p := t.p.Load()
-	if pr := throttleProbability(p, s[0], s[1], c.Share(p.reserve)); pr > 0 && t.rand() < pr {
+	requests, accepts := t.counts(now, r, p)
+	r.Add(now, 0, 1)
+	if pr := throttleProbability(p, requests, accepts, c.Share(p.reserve)); pr > 0 && t.rand() < pr {
 		return Permit{}, Decision{Reason: ReasonThrottled}
 	}
-	return Permit{r: t}, Decision{OK: true}
+	return Permit{r: t, start: now}, Decision{OK: true}
 }
 
 // Kind implements Limiter.
@@ -143,9 +166,11 @@ func (t *Throttler) update(r *wire.LimitRule) {
 	t.SetReserve(r.Reserve)
 }
 
-func (t *Throttler) release(_ Permit, failed bool) {
+// release counts an accept in the bucket of its admission (saving a clock
+// read; a call that outlives the window is not counted).
+func (t *Throttler) release(p Permit, failed bool) {
 	if !failed {
-		t.ring.Load().Add(t.clock.Nanotime(), 1, 1)
+		t.ring.Load().Add(p.start, 1, 1)
 	}
 }
 

@@ -39,15 +39,18 @@ func TestThrottleProbabilityIsTheSREFormula(t *testing.T) {
 }
 
 func TestThrottleBelowMinRequestsNeverRejects(t *testing.T) {
-	th := limit.NewThrottler(2, 10*time.Second, 20, limit.NewFakeClock())
+	clock := limit.NewFakeClock()
+	th := limit.NewThrottler(2, 10*time.Second, 20, clock)
 	th.SetRand(func() float64 { return 0 }) // reject whenever p > 0
 	for i := range 20 {
+		clock.Advance(10 * ms) // admissions see counts up to window/1000 old
 		p, d := th.Admit()
 		if !d.OK {
 			t.Fatalf("request %d of the first 20 rejected", i)
 		}
 		p.Finish(false)
 	}
+	clock.Advance(10 * ms)
 	if _, d := th.Admit(); d.OK || d.Reason != limit.ReasonThrottled {
 		t.Fatalf("21st request to a backend that refused all = %+v, want throttled", d)
 	}
@@ -145,6 +148,7 @@ func TestThrottleShedsSheddableFirst(t *testing.T) {
 		p, _ := th.Admit()
 		p.Finish(i < 60)
 	}
+	clock.Advance(10 * ms)
 	if _, d := th.AdmitAs(limit.Critical); !d.OK {
 		t.Fatalf("critical throttled at 60 %% acceptance: %+v", d)
 	}
