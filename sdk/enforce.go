@@ -47,7 +47,13 @@ type LimiterOption func(*limiterOptions)
 type limiterOptions struct {
 	clock     limit.Clock
 	isFailure func(error) bool
+	cpu       limit.CPUSource
 }
+
+// LimitCPU sets the CPU source a system rule reads (default: the client's
+// meter of its container's cgroup, sampled every 250 ms from the first
+// system rule until Close). Tests pass a fake.
+func LimitCPU(c limit.CPUSource) LimiterOption { return func(o *limiterOptions) { o.cpu = c } }
 
 // LimitClock sets the clock the resource's limiters read (default the
 // runtime's monotonic clock). Tests pass a limit.FakeClock.
@@ -159,6 +165,10 @@ func (c *Client) Limiter(resource string, opts ...LimiterOption) *Limiter {
 	if o.isFailure != nil {
 		l.opts = append(l.opts, limit.WithIsFailure(o.isFailure))
 	}
+	if o.cpu == nil {
+		o.cpu = &e.cpu
+	}
+	l.opts = append(l.opts, limit.WithCPU(o.cpu))
 	e.refreshLocked(l)
 	e.limiters.Store(resource, l)
 	// A change applied between the refresh and the Store was not seen by
@@ -468,11 +478,30 @@ type enforcement struct {
 	peers    atomic.Int64
 	watching bool // watchPeers started; guarded by mu
 	metrics  *enforceMetrics
+	cpu      clientCPU
+}
+
+// clientCPU is the CPU meter system rules read by default: it starts
+// sampling on its first read and stops when the client closes.
+type clientCPU struct {
+	c    *Client
+	once sync.Once
+	m    *limit.CPUMeter
+}
+
+// CPUUsage implements limit.CPUSource.
+func (m *clientCPU) CPUUsage() float64 {
+	m.once.Do(func() {
+		m.m = limit.NewCPUMeter(nil)
+		m.c.background(func() { m.m.Run(m.c.ctx, limit.DefaultCPUInterval) })
+	})
+	return m.m.CPUUsage()
 }
 
 func (c *Client) enforcement() *enforcement {
 	c.enforceOnce.Do(func() {
 		e := &enforcement{c: c}
+		e.cpu.c = c
 		e.peers.Store(1)
 		e.metrics = newEnforceMetrics(e)
 		if r := c.cfg.Registerer; r != nil {
