@@ -194,5 +194,5 @@ func TestOverloadLeversThroughTheSDK(t *testing.T) {
 
 type testCPU struct{ v atomic.Uint64 }
 
-func (c *testCPU) set(u float64)      { c.v.Store(math.Float64bits(u)) }
+func (c *testCPU) set(u float64)     { c.v.Store(math.Float64bits(u)) }
 func (c *testCPU) CPUUsage() float64 { return math.Float64frombits(c.v.Load()) }
