@@ -116,6 +116,42 @@ func TestOverloadLeversThroughTheSDK(t *testing.T) {
 		}
 	})
 
+	t.Run("a shadow throttle sends every call and counts what it would refuse", func(t *testing.T) {
+		clock := limit.NewFakeClock()
+		l := c.Limiter("ledger-api", LimitClock(clock))
+		r := rule("ledger-api", wire.KindThrottle)
+		r.Mode = wire.ModeShadow
+		putRule(t, cli, "test", r)
+		waitRule(t, l, 1)
+		var seen atomic.Int64
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if seen.Add(1)%5 >= 2 {
+				w.WriteHeader(http.StatusTooManyRequests) // accepts 40 %
+			}
+		}))
+		defer backend.Close()
+		hc := &http.Client{Transport: c.RoundTripper("ledger-api", nil)}
+		for range 300 {
+			clock.Advance(10 * time.Millisecond)
+			resp, err := hc.Get(backend.URL)
+			if err != nil {
+				t.Fatalf("shadow mode refused a call: %v", err)
+			}
+			resp.Body.Close()
+		}
+		s := l.signal()
+		if seen.Load() != 300 || s.Rejected != 0 {
+			t.Errorf("backend saw %d of 300, %d rejected; want all sent, none rejected", seen.Load(), s.Rejected)
+		}
+		// Every call is sent and its outcome counted, so the probability
+		// is the formula's for a backend accepting 40 %: (1 − 2·0.4) = 20 %
+		// of calls would be refused (not more, as it would if the calls it
+		// would refuse were not counted when accepted).
+		if share := float64(s.ShadowRejected) / 300; share < 0.08 || share > 0.32 {
+			t.Errorf("shadow rejected %d of 300 calls (%.0f %%), want about 20 %%", s.ShadowRejected, 100*share)
+		}
+	})
+
 	t.Run("system protection in the middleware", func(t *testing.T) {
 		clock := limit.NewFakeClock()
 		cpu := &testCPU{}

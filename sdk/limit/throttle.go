@@ -152,10 +152,13 @@ func (t *Throttler) AdmitAs(c Criticality) (Permit, Decision) {
 	p := t.p.Load()
 	requests, accepts := t.counts(now, r, p)
 	r.Add(now, 0, 1)
+	pm := Permit{r: t, start: now}
 	if pr := throttleProbability(p, requests, accepts, c.Share(p.reserve)); pr > 0 && t.rand() < pr {
-		return Permit{}, Decision{Reason: ReasonThrottled}
+		// The permit of a refusal still counts an accept if the call is
+		// made anyway (shadow mode), so the window sees what the backend did.
+		return pm, Decision{Reason: ReasonThrottled}
 	}
-	return Permit{r: t, start: now}, Decision{OK: true}
+	return pm, Decision{OK: true}
 }
 
 // Kind implements Limiter.
