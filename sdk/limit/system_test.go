@@ -199,3 +199,112 @@ func TestCPUMeterAverages(t *testing.T) {
 		t.Fatalf("usage after 30 samples at 90 %% = %v", got)
 	}
 }
+
+// TestSystemCPUHogExperiment is the system-protection experiment
+// in virtual time. A service with 4 workers and 10 ms of work per request
+// (400/s) gets 300 requests/s; from 5 s to 15 s a CPU hog on the host makes
+// each request take 40 ms (100/s) and the CPU reads 95 %. Without the
+// lever the backlog grows to seconds; with it, admitted requests stay
+// fast while the excess is refused, and admission returns within seconds
+// after the hog stops.
+func TestSystemCPUHogExperiment(t *testing.T) {
+	const (
+		workers        = 4
+		rate           = 300
+		hogFrom, hogTo = 5 * time.Second, 15 * time.Second
+		end            = 25 * time.Second
+	)
+	type result struct {
+		hogP99    time.Duration // admitted requests that arrived during the hog
+		refused   int
+		recovered time.Duration // after the hog: first second with every request admitted
+	}
+	run := func(protect bool) result {
+		clock := limit.NewFakeClock()
+		cpu := &fakeCPU{}
+		s := limit.NewSystem(0.8, 10*time.Second, time.Second, cpu, clock)
+		type req struct {
+			arrived time.Duration
+			p       limit.Permit
+		}
+		var queue []req                        // admitted, waiting for a worker
+		busy := make([]time.Duration, workers) // when each worker frees
+		current := make([]req, workers)
+		idle := make([]bool, workers)
+		for i := range idle {
+			idle[i] = true
+		}
+		var hogLat []time.Duration
+		var res result
+		perSecond := map[int][2]int{} // second → offered, admitted
+		next := time.Duration(0)
+		for now := time.Duration(0); now < end || len(queue) > 0; now += time.Millisecond {
+			clock.Advance(time.Millisecond)
+			hog := now >= hogFrom && now < hogTo
+			if hog {
+				cpu.set(0.95)
+			} else {
+				cpu.set(0.4)
+			}
+			for w := range workers { // finish work
+				if !idle[w] && busy[w] <= now {
+					current[w].p.Done(nil)
+					if a := current[w].arrived; a >= hogFrom && a < hogTo {
+						hogLat = append(hogLat, now-a)
+					}
+					idle[w] = true
+				}
+			}
+			for ; now < end && next <= now; next += time.Second / rate { // arrivals
+				sec := int(now / time.Second)
+				c := perSecond[sec]
+				c[0]++
+				p, d := limit.Permit{}, limit.Decision{OK: true}
+				if protect {
+					p, d = s.Admit()
+				}
+				if d.OK {
+					c[1]++
+					queue = append(queue, req{now, p})
+				} else {
+					res.refused++
+				}
+				perSecond[sec] = c
+			}
+			for w := range workers { // start work
+				if idle[w] && len(queue) > 0 {
+					work := 10 * time.Millisecond
+					if hog {
+						work = 40 * time.Millisecond
+					}
+					current[w], queue = queue[0], queue[1:]
+					busy[w], idle[w] = now+work, false
+				}
+			}
+		}
+		res.hogP99 = p99(hogLat)
+		res.recovered = -1
+		for sec := int(hogTo / time.Second); sec < int(end/time.Second); sec++ {
+			if c := perSecond[sec]; c[1] == c[0] {
+				res.recovered = time.Duration(sec)*time.Second - hogTo
+				break
+			}
+		}
+		return res
+	}
+	with, without := run(true), run(false)
+	t.Logf("with system protection: admitted p99 during the hog %v, %d refused, full admission %v after the hog", with.hogP99, with.refused, with.recovered)
+	t.Logf("without:                admitted p99 during the hog %v", without.hogP99)
+	if with.hogP99 > 200*time.Millisecond {
+		t.Errorf("admitted p99 during the hog = %v with the lever, want bounded (≤ 200 ms)", with.hogP99)
+	}
+	if without.hogP99 < 10*with.hogP99 {
+		t.Errorf("without the lever p99 = %v, expected the backlog to grow far beyond %v", without.hogP99, with.hogP99)
+	}
+	if with.refused == 0 {
+		t.Error("the lever refused nothing during the hog")
+	}
+	if with.recovered < 0 || with.recovered > 3*time.Second {
+		t.Errorf("full admission returned %v after the hog, want within seconds", with.recovered)
+	}
+}
