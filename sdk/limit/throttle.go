@@ -34,7 +34,7 @@ const (
 // the requests before any is throttled. Locally rejected requests count as
 // requests, so the sent rate settles near K × accepts. Below min_requests in
 // the window nothing is throttled. Admissions judge by the window's counts
-// as of at most a thousandth of the window ago.
+// as of at most a ten-thousandth of the window ago (1 ms of a 10 s window).
 //
 // A permit's Done(err) (or Finish(ok)) reports whether the backend accepted
 // the request: err == nil, or ok. Transports call Finish with their own
@@ -48,14 +48,14 @@ type Throttler struct {
 
 	// The window's sums, refreshed at most every window/throttleRefresh:
 	// summing the ring is most of an admission's cost, and counts a
-	// thousandth of a window old change the probability by about as much.
+	// ten-thousandth of a window old change the probability by about as much.
 	next     atomic.Int64
 	requests atomic.Int64
 	accepts  atomic.Int64
 }
 
 // throttleRefresh is how many times per window admissions re-sum the ring.
-const throttleRefresh = 1000
+const throttleRefresh = 10_000
 
 type throttleParams struct {
 	k           float64

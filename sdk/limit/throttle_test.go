@@ -43,7 +43,7 @@ func TestThrottleBelowMinRequestsNeverRejects(t *testing.T) {
 	th := limit.NewThrottler(2, 10*time.Second, 20, clock)
 	th.SetRand(func() float64 { return 0 }) // reject whenever p > 0
 	for i := range 20 {
-		clock.Advance(10 * ms) // admissions see counts up to window/1000 old
+		clock.Advance(10 * ms) // admissions see counts up to window/10000 old
 		p, d := th.Admit()
 		if !d.OK {
 			t.Fatalf("request %d of the first 20 rejected", i)
