@@ -246,7 +246,7 @@ func (l *Limiter) allowSlow(ctx context.Context, e *enforcer, h Headers) limit.D
 	d := limit.Decision{OK: true}
 	switch x := lim.(type) {
 	case *limit.Concurrency:
-		d.OK = x.InFlight() < e.rule.Max
+		d.OK = x.Free(criticality(ctx))
 		d.Reason = limit.ReasonConcurrency
 	case *limit.Adaptive:
 		d.OK = x.InFlight() < x.Limit()

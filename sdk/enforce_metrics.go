@@ -105,8 +105,15 @@ func (m *enforceMetrics) Collect(ch chan<- prometheus.Metric) {
 		r := l.resource
 		counter(m.decisions, l.allowed.Load(), r, DecisionAllowed, reasonLabels[0])
 		for i := 1; i < len(reasonLabels); i++ {
-			counter(m.decisions, l.rejected[i].Load(), r, DecisionRejected, reasonLabels[i])
-			counter(m.decisions, l.wouldReject[i].Load(), r, DecisionWouldReject, reasonLabels[i])
+			// The reasons of the overload levers appear once they occur,
+			// so every resource does not carry six idle series.
+			rej, would := l.rejected[i].Load(), l.wouldReject[i].Load()
+			if i <= int(limit.ReasonBreakerOpen) || rej > 0 {
+				counter(m.decisions, rej, r, DecisionRejected, reasonLabels[i])
+			}
+			if i <= int(limit.ReasonBreakerOpen) || would > 0 {
+				counter(m.decisions, would, r, DecisionWouldReject, reasonLabels[i])
+			}
 		}
 		for from := range l.transitions {
 			for to := range l.transitions[from] {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -18,7 +20,8 @@ import (
 // TestOverloadLeversThroughTheSDK publishes one rule of each overload
 // lever to a real etcd and drives it through the SDK's wrappers.
 func TestOverloadLeversThroughTheSDK(t *testing.T) {
-	c, cli := etcdClient(t, Config{})
+	reg := prometheus.NewRegistry()
+	c, cli := etcdClient(t, Config{Registerer: reg})
 
 	t.Run("priorities from the criticality header", func(t *testing.T) {
 		l := c.Limiter("GET /feed")
@@ -113,6 +116,10 @@ func TestOverloadLeversThroughTheSDK(t *testing.T) {
 		}
 		if s := l.signal(); s.Rejected != uint64(throttled) {
 			t.Errorf("fleet signal rejected = %d, want the %d throttled calls", s.Rejected, throttled)
+		}
+		labels := map[string]string{"resource": "payments-api", "decision": DecisionRejected, "reason": "throttled"}
+		if v, _ := series(t, reg, "switchyard_sdk_limit_decisions_total", labels); v != float64(throttled) {
+			t.Errorf("decisions_total{reason=throttled} = %v, want %d", v, throttled)
 		}
 	})
 

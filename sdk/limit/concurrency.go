@@ -338,6 +338,14 @@ func (c *Concurrency) AcquireAs(ctx context.Context, cr Criticality) (Permit, er
 	return Permit{r: c}, nil
 }
 
+// Free reports whether a request of criticality cr would get a slot now.
+func (c *Concurrency) Free(cr Criticality) bool {
+	c.tick()
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	return c.g.inflight < c.g.limitFor(cr)
+}
+
 // Queued reports the requests waiting for a slot.
 func (c *Concurrency) Queued() int {
 	c.g.mu.Lock()
