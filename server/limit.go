@@ -206,9 +206,9 @@ func validateLimit(r *wire.LimitRule) error {
 // kindParams are the parameters each limit kind takes.
 var kindParams = map[string][]string{
 	wire.KindTokenBucket:   {"rate", "burst", "reserve", "warm_up"},
-	wire.KindSlidingWindow: {"limit", "window"},
+	wire.KindSlidingWindow: {"limit", "window", "reserve"},
 	wire.KindConcurrency:   {"max", "queue_target", "queue_interval", "lifo", "reserve", "warm_up"},
-	wire.KindGCRA:          {"rate", "max_wait"},
+	wire.KindGCRA:          {"rate", "max_wait", "reserve"},
 	wire.KindAdaptive:      {"min", "max", "window", "reserve"},
 	wire.KindBreaker:       {"error_rate", "slow_call_rate", "slow_call_duration", "min_requests", "window", "open_duration", "max_open_duration", "half_open_probes"},
 	wire.KindThrottle:      {"k", "window", "min_requests", "reserve"},

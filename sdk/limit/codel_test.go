@@ -285,3 +285,39 @@ func TestPrioritiesAtTwiceCapacity(t *testing.T) {
 		}
 	}
 }
+
+func TestSlidingWindowAndGCRAReserve(t *testing.T) {
+	clock := limit.NewFakeClock()
+	w := limit.NewSlidingWindow(10, time.Second, 0, clock)
+	w.SetReserve(0.2)
+	admitted := map[limit.Criticality]int{}
+	for _, cr := range []limit.Criticality{limit.Sheddable, limit.Degradable, limit.Critical} {
+		for {
+			if _, d := w.AdmitAs(cr); !d.OK {
+				break
+			}
+			admitted[cr]++
+		}
+	}
+	if admitted[limit.Sheddable] != 6 || admitted[limit.Degradable] != 2 || admitted[limit.Critical] != 2 {
+		t.Fatalf("sliding window admitted %v, want sheddable 6 of 10, degradable 2 more, critical the last 2", admitted)
+	}
+
+	// GCRA at 10/s with waits up to 1 s: a sheddable request may be told to
+	// wait up to 0.6 s, a critical one the whole second.
+	g := limit.NewGCRA(10, time.Second, clock)
+	g.SetReserve(0.2)
+	admitted = map[limit.Criticality]int{}
+	for _, cr := range []limit.Criticality{limit.Sheddable, limit.Degradable, limit.Critical} {
+		for {
+			_, d := g.AdmitAs(cr)
+			if !d.OK {
+				break
+			}
+			admitted[cr]++
+		}
+	}
+	if admitted[limit.Sheddable] != 7 || admitted[limit.Degradable] != 2 || admitted[limit.Critical] != 2 {
+		t.Fatalf("GCRA admitted %v, want sheddable waits up to 0.6 s (7), degradable to 0.8 s (2 more), critical to 1 s (2 more)", admitted)
+	}
+}

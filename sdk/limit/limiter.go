@@ -14,9 +14,8 @@ type Limiter interface {
 	Kind() string
 	// Admit decides for one request without blocking.
 	Admit() (Permit, Decision)
-	// AdmitAs is Admit for a request of a criticality: kinds with a
-	// reserve (token_bucket, concurrency, adaptive, throttle, system) shed
-	// lower criticalities first; the others decide as Admit.
+	// AdmitAs is Admit for a request of a criticality: a rule with a
+	// reserve sheds lower criticalities first; breakers decide as Admit.
 	AdmitAs(c Criticality) (Permit, Decision)
 	update(r *wire.LimitRule)
 }
@@ -78,9 +77,13 @@ func collect(opts []Option) options {
 func build(r *wire.LimitRule, clock Clock, o options) Limiter {
 	switch r.Kind {
 	case wire.KindGCRA:
-		return NewGCRA(r.Rate, r.MaxWait.D(), clock)
+		g := NewGCRA(r.Rate, r.MaxWait.D(), clock)
+		g.SetReserve(r.Reserve)
+		return g
 	case wire.KindSlidingWindow:
-		return NewSlidingWindow(r.Limit, r.Window.D(), o.slices, clock)
+		w := NewSlidingWindow(r.Limit, r.Window.D(), o.slices, clock)
+		w.SetReserve(r.Reserve)
+		return w
 	case wire.KindConcurrency:
 		c := NewConcurrency(r.Max)
 		c.g.clock = orSystem(clock)

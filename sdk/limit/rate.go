@@ -60,7 +60,9 @@ func (c *rateCore) allowKeep(n int, cr Criticality) Decision {
 	p := c.p.Load()
 	var keep int64
 	if cr != Critical && p.reserve > 0 {
-		keep = int64((1 - cr.Share(p.reserve)) * float64(p.tau))
+		// A token bucket keeps part of its burst; a GCRA (burst 1) keeps
+		// part of its longest wait.
+		keep = int64((1 - cr.Share(p.reserve)) * float64(max(p.tau-p.interval, p.maxWait)))
 	}
 	cost := int64(n) * p.interval
 	now := c.clock.Nanotime()
@@ -248,7 +250,21 @@ func (g *GCRA) Kind() string { return wire.KindGCRA }
 // Admit implements Limiter.
 func (g *GCRA) Admit() (Permit, Decision) { return Permit{}, g.c.allowN(1) }
 
-// AdmitAs implements Limiter; GCRA does not rank criticalities.
-func (g *GCRA) AdmitAs(Criticality) (Permit, Decision) { return g.Admit() }
+// AdmitAs implements Limiter: a request below critical may be told to wait
+// only its share of the longest wait (see SetReserve); with max_wait 0
+// every criticality is decided alike.
+func (g *GCRA) AdmitAs(c Criticality) (Permit, Decision) { return Permit{}, g.c.allowKeep(1, c) }
 
-func (g *GCRA) update(r *wire.LimitRule) { g.SetRate(r.Rate, r.MaxWait.D()) }
+// SetReserve keeps part of the longest wait for higher criticalities.
+func (g *GCRA) SetReserve(reserve float64) {
+	g.c.mu.Lock()
+	defer g.c.mu.Unlock()
+	np := *g.c.p.Load()
+	np.reserve = reserve
+	g.c.p.Store(&np)
+}
+
+func (g *GCRA) update(r *wire.LimitRule) {
+	g.SetRate(r.Rate, r.MaxWait.D())
+	g.SetReserve(r.Reserve)
+}

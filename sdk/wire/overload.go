@@ -15,8 +15,7 @@ import (
 //     cooldown;
 //   - kind concurrency, option CoDel queue: queue_target, queue_interval,
 //     lifo;
-//   - kinds token_bucket, concurrency, adaptive, throttle and system,
-//     option priorities: reserve;
+//   - every kind but breaker, option priorities: reserve;
 //   - kinds token_bucket and concurrency, option warm-up: warm_up.
 type Overload struct {
 	// K is the throttle's accepts multiplier: the client sends up to about

@@ -34,6 +34,7 @@ var limitParams = map[string][]Param{
 	wire.KindSlidingWindow: {
 		{Name: "limit", Label: "Limit (requests per window)", Type: "int"},
 		{Name: "window", Label: "Window", Type: "duration", Help: "such as 1s or 1m"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 	wire.KindConcurrency: {
 		{Name: "max", Label: "Max in flight", Type: "int"},
@@ -46,6 +47,7 @@ var limitParams = map[string][]Param{
 	wire.KindGCRA: {
 		{Name: "rate", Label: "Rate (requests per second)", Type: "float"},
 		{Name: "max_wait", Label: "Max wait", Type: "duration", Help: "longest a request may be asked to wait, such as 100ms"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 	wire.KindAdaptive: {
 		{Name: "min", Label: "Min concurrency", Type: "int"},
