@@ -321,3 +321,21 @@ func TestSlidingWindowAndGCRAReserve(t *testing.T) {
 		t.Fatalf("GCRA admitted %v, want sheddable waits up to 0.6 s (7), degradable to 0.8 s (2 more), critical to 1 s (2 more)", admitted)
 	}
 }
+
+func TestCoDelTurnedOffWithWaiters(t *testing.T) {
+	clock := limit.NewFakeClock()
+	c := limit.NewCoDel(1, 5*ms, 100*ms, false, clock)
+	hold, _ := c.TryAcquire()
+	w := queued(t, c, limit.Critical)
+	c.SetQueue(0, 0, false) // the rule dropped its queue_target
+	clock.Advance(101 * ms) // the waiter's bound, set when it queued, runs out
+	if err := outcome(t, w); !errors.Is(err, limit.ErrLimited) {
+		t.Fatalf("waiter = %v, want ErrLimited", err)
+	}
+	later := queued(t, c, limit.Critical) // no queue now: waits for a slot
+	clock.Advance(time.Hour)
+	hold.Done(nil)
+	if err := outcome(t, later); err != nil {
+		t.Fatalf("waiter without a queue: %v", err)
+	}
+}

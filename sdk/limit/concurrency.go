@@ -95,7 +95,9 @@ func (g *gate) expire(w *waiter) {
 	now := g.clock.Nanotime()
 	head := g.waiters[0].at
 	if g.removeLocked(w) {
-		g.q.observe(now, now-head)
+		if g.q != nil { // the queue may have been turned off since
+			g.q.observe(now, now-head)
+		}
 		close(w.ch)
 	}
 }

@@ -101,10 +101,24 @@ var processCPU = sync.OnceValue(func() *CPUMeter {
 func ProcessCPU() *CPUMeter { return processCPU() }
 
 // CgroupCPU returns the CPU counter of this process' container: cgroup v2
-// (cpu.stat usage_usec over cpu.max), else cgroup v1 (cpuacct.usage over
-// cpu.cfs_quota_us), else the host's /proc/stat. A cgroup without a quota
-// may use every CPU the process may run on (runtime.NumCPU).
-func CgroupCPU() CPUCounter { return CgroupCPUAt("/sys/fs/cgroup", "/proc/stat") }
+// (cpu.stat usage_usec over cpu.max of the process' own cgroup, from
+// /proc/self/cgroup), else cgroup v1 (cpuacct.usage over cpu.cfs_quota_us
+// at the mount root, which a container sees as its own), else the host's
+// /proc/stat. A cgroup without a quota may use every CPU the process may
+// run on (runtime.NumCPU).
+func CgroupCPU() CPUCounter {
+	root := "/sys/fs/cgroup"
+	if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok && p != "/" && p != "" {
+				if _, err := os.Stat(root + p + "/cpu.stat"); err == nil {
+					root += p
+				}
+			}
+		}
+	}
+	return CgroupCPUAt(root, "/proc/stat")
+}
 
 // CgroupCPUAt is CgroupCPU over a cgroup hierarchy mounted at root and a
 // /proc/stat at procStat.
