@@ -122,12 +122,17 @@ func build(r *wire.LimitRule, clock Clock, o options) Limiter {
 // state and is returned:
 //
 //   - token_bucket: new rate and burst, the tokens held are kept (capped);
+//     with warm_up a raise ramps from the rate in force;
 //   - gcra: new rate and max wait, queued reservations are kept;
 //   - sliding_window: a new limit keeps the counts, a new window restarts them;
-//   - concurrency: new max, requests in flight stay counted;
+//   - concurrency: new max, requests in flight stay counted (a raise with
+//     warm_up ramps; a new queue_target or queue_interval restarts the
+//     CoDel state);
 //   - adaptive: new bounds clamp the current limit, the baseline is kept;
 //   - breaker: new thresholds keep the state (closed/open/half-open), a new
-//     window restarts the counts.
+//     window restarts the counts;
+//   - throttle and system: new parameters keep the counts, a new window
+//     restarts them.
 //
 // A different kind (or a nil l) gets a fresh limiter from New. On error l is
 // returned unchanged.
