@@ -1,6 +1,7 @@
 package grpcx
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -22,6 +23,10 @@ type ClientOptions struct {
 	// IsFailure reports whether a call's error means the backend refused
 	// or failed it. Default IsServerFault.
 	IsFailure func(error) bool
+	// CriticalityKey names the outgoing metadata key carrying the caller's
+	// criticality. Default sdk.CriticalityHeader ("x-criticality"); "-"
+	// sends none.
+	CriticalityKey string
 }
 
 // UnaryClientInterceptor guards outbound unary calls with the limit rule
@@ -42,9 +47,9 @@ func UnaryClientInterceptor(c *sdk.Client, opts ClientOptions) grpc.UnaryClientI
 	if opts.IsFailure == nil {
 		opts.IsFailure = IsServerFault
 	}
-	key := strings.ToLower(sdk.CriticalityHeader)
+	key := strings.ToLower(cmp.Or(opts.CriticalityKey, sdk.CriticalityHeader))
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
-		if cr, ok := sdk.CriticalityFrom(ctx); ok {
+		if cr, ok := sdk.CriticalityFrom(ctx); ok && key != "-" {
 			if md, _ := metadata.FromOutgoingContext(ctx); len(md.Get(key)) == 0 {
 				ctx = metadata.AppendToOutgoingContext(ctx, key, cr.String())
 			}
