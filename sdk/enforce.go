@@ -103,7 +103,7 @@ type enforcer struct {
 	queue  bool               // concurrency with a CoDel queue: guards wait for a slot
 	tb     *limit.TokenBucket // fast path for unkeyed token buckets
 	br     *limit.Breaker     // fast path for unkeyed breakers in enforce mode
-	slots  bool               // concurrency, adaptive: count in-flight requests
+	slots  bool               // concurrency, adaptive, system: count in-flight requests
 	lim    limit.Limiter      // unkeyed
 	keyed  *limit.Keyed       // key_by rules
 	header string             // key_by source header
@@ -211,8 +211,8 @@ var _ [reasonSlots - limit.NumReasons]struct{} // compile-time: reasonSlots ≥ 
 // sliding_window) it is the admission itself; GCRA's Decision.Wait says how
 // long to wait before proceeding. For concurrency, adaptive and breaker rules
 // Allow only checks that a request would be admitted now and holds nothing;
-// throttle and system rules decide only when the outcome is reported, so
-// Allow answers OK for them. Guard such work with Admit, Acquire or Do. In shadow mode the
+// throttle and system rules decide only at admission, so Allow answers OK
+// for them. Guard such work with Admit, Acquire or Do. In shadow mode the
 // answer is always OK, with no Wait. Allow does not allocate.
 func (l *Limiter) Allow(ctx context.Context) limit.Decision {
 	e := l.cur.Load()
