@@ -328,7 +328,8 @@ func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
 // Middleware returns net/http middleware that guards every request:
 //
 //   - the limit rule of the request's resource (see RouteResource): a
-//     rejection is 429 (503 for an open breaker) with Retry-After in whole
+//     rejection is 429 (503 for an open breaker, overloaded or
+//     queue_timeout) with Retry-After in whole
 //     seconds (at least 1) and an application/problem+json body
 //     {type, title, status, reason};
 //   - L4 switch on: writes (every method but GET, HEAD, OPTIONS, TRACE) get
