@@ -73,28 +73,73 @@ func (r *LimitRule) View() LimitView {
 
 // LimitInput creates a limit rule: the rule's fields (resource, kind,
 // parameters, mode, scope, key_by) plus description and reason.
+//
+// The parameters whose zero means "the default" are pointers shadowing the
+// rule's members of the same JSON name, to tell an absent member (the
+// default) from an explicit one, which must be in range: an explicit 0 is
+// refused, never replaced by the default.
 type LimitInput struct {
 	wire.LimitRule
-	// HalfOpenProbes tells an absent half_open_probes (nil: the default)
-	// from an explicit one, which must be in range (0 is refused); it
-	// shadows the rule's member of the same name in JSON.
-	HalfOpenProbes *int   `json:"half_open_probes,omitempty"`
-	Description    string `json:"description"`
-	Reason         string `json:"reason"`
+	HalfOpenProbes  *int           `json:"half_open_probes,omitempty"`
+	Window          *wire.Duration `json:"window,omitempty"`
+	MaxOpenDuration *wire.Duration `json:"max_open_duration,omitempty"`
+	KeyBy           *keyByInput    `json:"key_by,omitempty"`
+	Description     string         `json:"description"`
+	Reason          string         `json:"reason"`
 }
 
-// rule returns the rule to create: the input's, with half_open_probes
-// taken from the JSON member when given and defaulted for a breaker when
-// absent.
-func (in *LimitInput) rule() wire.LimitRule {
+// keyByInput is wire.KeyBy with its defaulted bounds as pointers.
+type keyByInput struct {
+	Source  string         `json:"source,omitempty"`
+	Name    string         `json:"name,omitempty"`
+	MaxKeys *int           `json:"max_keys,omitempty"`
+	TTL     *wire.Duration `json:"ttl,omitempty"`
+}
+
+// rule returns the rule to create — the input's, with the shadowed members
+// taken from the JSON when given and half_open_probes defaulted for a
+// breaker when absent — and the errors of explicit values that only an
+// absent member may have.
+func (in *LimitInput) rule() (wire.LimitRule, FieldErrors) {
 	r := in.LimitRule
-	switch {
-	case in.HalfOpenProbes != nil:
+	var v FieldErrors
+	takes := func(param string) bool { return slices.Contains(kindParams[r.Kind], param) }
+	explicit := func(field string, set bool, val int64, zeroMeans string) {
+		if !set || val > 0 {
+			return
+		}
+		if field != "key_by.max_keys" && field != "key_by.ttl" && !takes(field) {
+			v.Addf(field, "is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", "))
+			return
+		}
+		v.Addf(field, "must be greater than 0 (leave it out for %s)", zeroMeans)
+	}
+	if in.HalfOpenProbes != nil {
 		r.HalfOpenProbes = *in.HalfOpenProbes
-	case r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0:
+		explicit("half_open_probes", true, int64(r.HalfOpenProbes), fmt.Sprintf("the default %d", DefaultHalfOpenProbes))
+	} else if r.Kind == wire.KindBreaker {
 		r.HalfOpenProbes = DefaultHalfOpenProbes
 	}
-	return r
+	if in.Window != nil {
+		r.Window = *in.Window
+		explicit("window", true, int64(r.Window), "the default")
+	}
+	if in.MaxOpenDuration != nil {
+		r.MaxOpenDuration = *in.MaxOpenDuration
+		explicit("max_open_duration", true, int64(r.MaxOpenDuration), "no growth: every open period lasts open_duration")
+	}
+	if k := in.KeyBy; k != nil {
+		r.KeyBy = wire.KeyBy{Source: k.Source, Name: k.Name}
+		if k.MaxKeys != nil {
+			r.KeyBy.MaxKeys = *k.MaxKeys
+			explicit("key_by.max_keys", true, int64(r.KeyBy.MaxKeys), "the default 10000")
+		}
+		if k.TTL != nil {
+			r.KeyBy.TTL = *k.TTL
+			explicit("key_by.ttl", true, int64(r.KeyBy.TTL), "the default 10m")
+		}
+	}
+	return r, v
 }
 
 // LimitPatch replaces some top-level fields of a rule. Fields holds the raw
@@ -172,7 +217,8 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 	merged, _ := json.Marshal(m)
 	var out LimitInput
 	errs := DecodeJSON(merged, &out)
-	r := out.rule()
+	r, explicit := out.rule()
+	errs.AddErr("", explicit.Err())
 	errs.AddErr("", validateLimit(&r))
 	return &r, errs.Err()
 }
