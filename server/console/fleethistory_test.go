@@ -15,8 +15,8 @@ import (
 // TestFleetHistorySurvivesRestart: the leader keeps the fleet history in
 // the database, so a console started after the last one stopped answers
 // the history at once (the sparkline's series) and a fleet-source preview
-// fires and recovers exactly as it did before the restart; rows older
-// than the history length are deleted.
+// fires and recovers exactly as it did before the restart, and after a
+// leader change; rows older than the history length are deleted.
 func TestFleetHistorySurvivesRestart(t *testing.T) {
 	const app, name, length = "checkout", "reco", time.Hour
 	e := newEnv(t)
@@ -103,6 +103,22 @@ func TestFleetHistorySurvivesRestart(t *testing.T) {
 		}
 	}
 	t.Logf("%d points survived the restart; preview before and after: %s (fired %s)", len(before), pb.String(), pb.Events[0].At.Format(time.TimeOnly))
+
+	// A leader change: a second console takes over and goes on storing
+	// from the newest stored frame; its preview is the same.
+	c := e.startWith(clk.option(), history)
+	var handover int64
+	e.db(t).Raw("SELECT MAX(at) FROM fleet_history").Scan(&handover)
+	stop(b)
+	waitLeader(t, c)
+	eventually(t, 15*time.Second, "the new leader stores frames", func() bool {
+		var newest int64
+		e.db(t).Raw("SELECT MAX(at) FROM fleet_history").Scan(&newest)
+		return newest > handover
+	})
+	if pc := preview(c); pc.Fired != pa.Fired || pc.Recovered != pa.Recovered || !pc.Events[0].At.Equal(pa.Events[0].At) {
+		t.Fatalf("preview after the leader change: %s; before: %s", pc.String(), pa.String())
+	}
 
 	// Hours later only the last hour is kept.
 	clk.advance(2 * length)
