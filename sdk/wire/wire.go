@@ -582,6 +582,9 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 
 // UnmarshalJSON reads a Go duration string.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json leaves a value for null
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.New(`duration must be a string such as "30s"`)
