@@ -241,7 +241,7 @@ func validateLimit(r *wire.LimitRule) error {
 	r.Resource = strings.TrimSpace(r.Resource)
 	var v FieldErrors
 	v.AddErr("", r.Validate())
-	if v.Err() == nil {
+	if _, known := kindParams[r.Kind]; known {
 		for _, f := range foreignParams(r) {
 			v.Add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
 		}

@@ -187,10 +187,11 @@ func TestLimitExplicitNumbers(t *testing.T) {
 			t.Errorf("%s %s=%s: the errors do not name %s: %s", tc.kind, tc.field, tc.value, field, r.Raw)
 		}
 	}
-	// Every bad field at once, with the type error among them.
-	r := mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"r","kind":"breaker","error_rate":2,"min_requests":0,"window":"0s","open_duration":"5s",`+
+	// Every bad field at once: the type error, the ranges, the parameter
+	// of another kind.
+	r := mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"r","kind":"breaker","error_rate":2,"min_requests":0,"window":"0s","open_duration":"5s","burst":3,`+
 		`"max_open_duration":"0s","half_open_probes":"three","key_by":{"source":"header","ttl":"0s"},"reason":"r"}`), 400)
-	for _, f := range []string{"error_rate", "min_requests", "window", "max_open_duration", "half_open_probes", "key_by.name", "key_by.ttl"} {
+	for _, f := range []string{"error_rate", "min_requests", "window", "max_open_duration", "half_open_probes", "key_by.name", "key_by.ttl", "burst"} {
 		if !strings.Contains(r.str("errors"), `"field":"`+f+`"`) {
 			t.Errorf("the errors do not name %s: %s", f, r.Raw)
 		}
