@@ -289,10 +289,12 @@ const (
 	KindGCRA          = "gcra"
 	KindAdaptive      = "adaptive"
 	KindBreaker       = "breaker"
+	KindThrottle      = "throttle" // client-side adaptive throttling (overload.go)
+	KindSystem        = "system"   // adaptive system protection (overload.go)
 )
 
 // LimitKinds lists every limit rule kind.
-var LimitKinds = []string{KindTokenBucket, KindSlidingWindow, KindConcurrency, KindGCRA, KindAdaptive, KindBreaker}
+var LimitKinds = []string{KindTokenBucket, KindSlidingWindow, KindConcurrency, KindGCRA, KindAdaptive, KindBreaker, KindThrottle, KindSystem}
 
 // Limit rule modes and scopes.
 const (
@@ -347,10 +349,13 @@ type LimitRule struct {
 	OpenDuration     Duration `json:"open_duration,omitempty"`      // first open period
 	MaxOpenDuration  Duration `json:"max_open_duration,omitempty"`  // cap of the growing open period
 	HalfOpenProbes   int      `json:"half_open_probes,omitempty"`   // probes admitted while half-open
+
+	// Overload levers (overload.go).
+	Overload
 }
 
 // Validate checks a limit rule; the error names every bad field (joined
-// FieldErrors, one per field).
+// FieldErrors, one per field), the overload parameters' with the kind's.
 func (r *LimitRule) Validate() error {
 	var errs []error
 	bad := func(field, msg string) { errs = append(errs, &FieldError{Field: field, Msg: msg}) }
@@ -389,6 +394,9 @@ func (r *LimitRule) Validate() error {
 	}
 	if r.KeyBy.TTL < 0 {
 		bad("key_by.ttl", "must be greater than 0")
+	}
+	if err := r.validateOverload(); err != nil {
+		errs = append(errs, err)
 	}
 	switch r.Kind {
 	case KindTokenBucket:
@@ -433,6 +441,8 @@ func (r *LimitRule) Validate() error {
 			bad("max_open_duration", "must not be below open_duration")
 		}
 		positive("half_open_probes", r.HalfOpenProbes > 0)
+	case KindThrottle, KindSystem:
+		// validateOverload checked them
 	default:
 		bad("kind", "must be one of "+strings.Join(LimitKinds, ", "))
 	}
