@@ -83,6 +83,11 @@ type LimitInput struct {
 	HalfOpenProbes  *int           `json:"half_open_probes,omitempty"`
 	Window          *wire.Duration `json:"window,omitempty"`
 	MaxOpenDuration *wire.Duration `json:"max_open_duration,omitempty"`
+	MinRequests     *int           `json:"min_requests,omitempty"`
+	K               *float64       `json:"k,omitempty"`
+	CPU             *float64       `json:"cpu,omitempty"`
+	Cooldown        *wire.Duration `json:"cooldown,omitempty"`
+	QueueInterval   *wire.Duration `json:"queue_interval,omitempty"`
 	KeyBy           *keyByInput    `json:"key_by,omitempty"`
 	Description     string         `json:"description"`
 	Reason          string         `json:"reason"`
@@ -103,41 +108,61 @@ type keyByInput struct {
 func (in *LimitInput) rule() (wire.LimitRule, FieldErrors) {
 	r := in.LimitRule
 	var v FieldErrors
-	takes := func(param string) bool { return slices.Contains(kindParams[r.Kind], param) }
-	explicit := func(field string, set bool, val int64, zeroMeans string) {
-		if !set || val > 0 {
-			return
-		}
-		if field != "key_by.max_keys" && field != "key_by.ttl" && !takes(field) {
+	// explicit checks a member given explicitly: 0 or less is refused,
+	// naming what leaving it out means (absent; "" where the kind has no
+	// default and Validate says what is wrong), and a member the kind does
+	// not take is refused as such.
+	explicit := func(field string, positive bool, absent string) {
+		switch {
+		case positive:
+		case !strings.HasPrefix(field, "key_by.") && !slices.Contains(kindParams[r.Kind], field):
 			v.Addf(field, "is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", "))
-			return
+		case absent != "":
+			v.Addf(field, "must be greater than 0 (leave it out for %s)", absent)
 		}
-		v.Addf(field, "must be greater than 0 (leave it out for %s)", zeroMeans)
+	}
+	// defaulted is absent when kind defaults field, "" when it requires it.
+	defaulted := func(absent string, kinds ...string) string {
+		if slices.Contains(kinds, r.Kind) {
+			return absent
+		}
+		return ""
+	}
+	duration := func(field string, p *wire.Duration, dst *wire.Duration, absent string) {
+		if p != nil {
+			*dst = *p
+			explicit(field, *p > 0, absent)
+		}
 	}
 	if in.HalfOpenProbes != nil {
 		r.HalfOpenProbes = *in.HalfOpenProbes
-		explicit("half_open_probes", true, int64(r.HalfOpenProbes), fmt.Sprintf("the default %d", DefaultHalfOpenProbes))
+		explicit("half_open_probes", r.HalfOpenProbes > 0, fmt.Sprintf("the default %d", DefaultHalfOpenProbes))
 	} else if r.Kind == wire.KindBreaker {
 		r.HalfOpenProbes = DefaultHalfOpenProbes
 	}
-	if in.Window != nil {
-		r.Window = *in.Window
-		explicit("window", true, int64(r.Window), "the default")
+	if in.MinRequests != nil {
+		r.MinRequests = *in.MinRequests
+		explicit("min_requests", r.MinRequests > 0, defaulted("the default", wire.KindThrottle))
 	}
-	if in.MaxOpenDuration != nil {
-		r.MaxOpenDuration = *in.MaxOpenDuration
-		explicit("max_open_duration", true, int64(r.MaxOpenDuration), "no growth: every open period lasts open_duration")
+	if in.K != nil {
+		r.K = *in.K
+		explicit("k", r.K > 0, "the default 2")
 	}
+	if in.CPU != nil {
+		r.CPU = *in.CPU
+		explicit("cpu", r.CPU > 0, "the default 0.8")
+	}
+	duration("window", in.Window, &r.Window, defaulted("the default", wire.KindAdaptive, wire.KindThrottle, wire.KindSystem))
+	duration("max_open_duration", in.MaxOpenDuration, &r.MaxOpenDuration, "no growth: every open period lasts open_duration")
+	duration("cooldown", in.Cooldown, &r.Cooldown, "the default 1s")
+	duration("queue_interval", in.QueueInterval, &r.QueueInterval, "the default 100ms")
 	if k := in.KeyBy; k != nil {
 		r.KeyBy = wire.KeyBy{Source: k.Source, Name: k.Name}
 		if k.MaxKeys != nil {
 			r.KeyBy.MaxKeys = *k.MaxKeys
-			explicit("key_by.max_keys", true, int64(r.KeyBy.MaxKeys), "the default 10000")
+			explicit("key_by.max_keys", r.KeyBy.MaxKeys > 0, "the default 10000")
 		}
-		if k.TTL != nil {
-			r.KeyBy.TTL = *k.TTL
-			explicit("key_by.ttl", true, int64(r.KeyBy.TTL), "the default 10m")
-		}
+		duration("key_by.ttl", k.TTL, &r.KeyBy.TTL, "the default 10m")
 	}
 	return r, v
 }

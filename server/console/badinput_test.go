@@ -155,6 +155,8 @@ func TestLimitExplicitNumbers(t *testing.T) {
 		"gcra":           `"rate":10`,
 		"adaptive":       `"min":1,"max":8`,
 		"breaker":        `"error_rate":0.5,"min_requests":10,"window":"10s","open_duration":"5s"`,
+		"throttle":       `"reserve":0.1`,
+		"system":         `"reserve":0.1`,
 	}
 	cases := []struct{ kind, field, value string }{
 		{"token_bucket", "rate", "0"}, {"token_bucket", "burst", "0"}, {"token_bucket", "burst", "-1"},
@@ -171,6 +173,9 @@ func TestLimitExplicitNumbers(t *testing.T) {
 		{"concurrency", "key_by", `{"source":"context","max_keys":0}`}, {"concurrency", "key_by", `{"source":"context","max_keys":-5}`},
 		{"concurrency", "key_by", `{"source":"context","max_keys":1000001}`},
 		{"token_bucket", "key_by", `{"source":"context","ttl":"0s"}`}, {"token_bucket", "key_by", `{"source":"context","ttl":"-1m"}`},
+		{"throttle", "k", "0"}, {"throttle", "window", `"0s"`}, {"throttle", "min_requests", "0"},
+		{"system", "cpu", "0"}, {"system", "window", `"0s"`}, {"system", "cooldown", `"0s"`},
+		{"concurrency", "queue_interval", `"0s","queue_target":"5ms"`},
 	}
 	before := e.snapshot(t, c.DB)
 	for _, tc := range cases {
