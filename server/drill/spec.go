@@ -115,10 +115,11 @@ type Abort struct {
 // Condition is a metric that aborts the run when it crosses a threshold
 // (the app's error rate, say), evaluated before the start and every step.
 type Condition struct {
-	Source    string  `json:"source"` // fleet | prometheus
-	Query     string  `json:"query"`
-	Op        string  `json:"op"` // > >= < <=
-	Threshold float64 `json:"threshold"`
+	Source    string   `json:"source"` // fleet | prometheus
+	Query     string   `json:"query"`
+	Op        string   `json:"op"`        // > >= < <=
+	Threshold *float64 `json:"threshold"` // required: no default
+
 	// OnNoData is what no data counts as, in the vocabulary triggers and
 	// gates share (signal.Hold, …): hold (the default: the run goes on),
 	// not_breaching (the same) or breaching (it aborts). The older
@@ -343,7 +344,9 @@ func (s *Spec) compile() (*plan, error) {
 		if _, ok := ops[c.Op]; !ok {
 			v.Addf(f+".op", "must be one of >, >=, <, <=")
 		}
-		if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
+		if c.Threshold == nil {
+			v.Addf(f+".threshold", "is required: the number the value is compared with")
+		} else if math.IsNaN(*c.Threshold) || math.IsInf(*c.Threshold, 0) {
 			v.Addf(f+".threshold", "must be a finite number")
 		}
 		if err := signal.CheckTreatment(treatment(c.OnNoData, signal.Hold)); err != nil {

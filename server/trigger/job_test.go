@@ -293,7 +293,7 @@ func testFlappingLocks(r *rig) {
 	t := r.t
 	m := r.switchAndRule("flappy", 90, trigger.Input{
 		Trigger: trigger.CondInput{Op: ">", Threshold: f(80)}, Recover: trigger.CondInput{Op: "<", Threshold: f(70)},
-		Cooldown: "0s", Flap: &trigger.FlapInput{MaxTransitions: 2, Window: "10m"},
+		Cooldown: "0s", Flap: &trigger.FlapInput{MaxTransitions: new(2), Window: "10m"},
 	})
 	b := time.Now().UTC().Add(time.Second)
 	r.step(b) // on

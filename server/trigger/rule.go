@@ -127,9 +127,16 @@ type CondInput struct {
 	For       string   `json:"for"`
 }
 
-// FlapInput is the flap detection: more than MaxTransitions flips within
-// Window lock the rule.
+// FlapInput is the flap detection as the API takes it: more than
+// MaxTransitions flips within Window lock the rule. An absent member takes
+// its default; an explicit one must be in range.
 type FlapInput struct {
+	MaxTransitions *int   `json:"max_transitions"`
+	Window         string `json:"window"`
+}
+
+// FlapView is a rule's flap detection.
+type FlapView struct {
 	MaxTransitions int    `json:"max_transitions"`
 	Window         string `json:"window"`
 }
@@ -235,9 +242,12 @@ func build(app string, in Input, check checks) (*Rule, error) {
 
 	r.OnNoData = treatment(&v, "on_no_data", r.OnNoData)
 	r.OnError = treatment(&v, "on_error", r.OnError)
-	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: server.ShortDuration(DefaultFlapWindow)}
+	flap := FlapView{MaxTransitions: DefaultFlapMax, Window: server.ShortDuration(DefaultFlapWindow)}
 	if in.Flap != nil {
-		flap = *in.Flap
+		flap.Window = in.Flap.Window
+		if in.Flap.MaxTransitions != nil {
+			flap.MaxTransitions = *in.Flap.MaxTransitions
+		}
 	}
 	if flap.MaxTransitions < 1 || flap.MaxTransitions > maxFlapTransitions {
 		v.Addf("flap.max_transitions", "must be between 1 and %d", maxFlapTransitions)

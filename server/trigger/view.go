@@ -21,7 +21,7 @@ type View struct {
 	OnNoData        string        `json:"on_no_data"`
 	OnError         string        `json:"on_error"`
 	ConfirmRecovery bool          `json:"confirm_recovery"`
-	Flap            FlapInput     `json:"flap"`
+	Flap            FlapView      `json:"flap"`
 	Rollout         *RolloutInput `json:"rollout"`
 	Mode            string        `json:"mode"`
 	Version         int64         `json:"version"`
@@ -77,7 +77,7 @@ func (r *Rule) config() View {
 		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: server.CanonicalDuration(r.RecoverFor)},
 		Cooldown: server.CanonicalDuration(r.Cooldown), MaxOn: server.CanonicalDuration(r.MaxOn),
 		OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
-		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: server.CanonicalDuration(r.FlapWindow)}, Mode: r.Mode,
+		Flap: FlapView{MaxTransitions: r.FlapMaxTransitions, Window: server.CanonicalDuration(r.FlapWindow)}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
 	switch {
@@ -123,7 +123,7 @@ func timePtr(t time.Time) *time.Time {
 // Input returns the rule as a create body would write it.
 func (v *View) Input() Input {
 	th, rt := v.Trigger.Threshold, v.Recover.Threshold
-	flap := v.Flap
+	flap := FlapInput{MaxTransitions: &v.Flap.MaxTransitions, Window: v.Flap.Window}
 	return Input{
 		Name: v.Name, Switch: v.Switch, Description: v.Description, Source: v.Source, Query: v.Query,
 		Trigger:  CondInput{Op: v.Trigger.Op, Threshold: &th, For: v.Trigger.For},

@@ -160,7 +160,7 @@ func ruleInput(fp *formParser, app string) trigger.Input {
 		Recover:  trigger.CondInput{Op: trigger.Op(fp.str("recover.op")), Threshold: optFloat(fp, "recover.threshold"), For: fp.str("recover.for")},
 		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), OnNoData: fp.str("on_no_data"), OnError: fp.str("on_error"), Mode: fp.str("mode"),
 		ConfirmRecovery: fp.str("confirm_recovery") == "on", Reason: fp.str("reason"),
-		Flap: &trigger.FlapInput{MaxTransitions: fp.int("flap.max_transitions"), Window: fp.str("flap.window")},
+		Flap: &trigger.FlapInput{MaxTransitions: new(fp.int("flap.max_transitions")), Window: fp.str("flap.window")},
 	}
 	if fp.str("flap.max_transitions") == "" && in.Flap.Window == "" {
 		in.Flap = nil
