@@ -101,7 +101,8 @@ func (r *reporter) after(t time.Time) time.Time {
 //
 //   - at once when the registry must (must: a new lease, until its first
 //     write lands), and when a newly applied revision is due for its ack
-//     (ack: 250 ms–1 s after it was applied, see debounceMin); either way
+//     (ack: when its ack.Schedule says so, 250 ms–1.75 s after it was
+//     applied unless changes keep coming); either way
 //     the value carries a report;
 //   - once after an ack, as soon as the degraded or fallback counters of a
 //     switch that the acked changes touched have moved, between
