@@ -162,24 +162,6 @@ func saveState(tx *gorm.DB, row *stateRow, st State, smp *Sample, at time.Time) 
 	return nil
 }
 
-// addEvaluation records one evaluation of rule id, whose state is at
-// revision rev, and now and then forgets the oldest beyond
-// keepEvaluations.
-func addEvaluation(tx *gorm.DB, id, rev int64, smp Sample, d Decision, dryRun bool, at time.Time) error {
-	ev := &evaluationRow{
-		TriggerID: id, At: at, Outcome: string(smp.Outcome), Value: valueText(smp), Error: oneLine(smp.Err, 500),
-		PhaseFrom: string(d.From), PhaseTo: string(d.To), Action: string(d.Action), DryRun: dryRun, Why: oneLine(d.Why, 2000),
-	}
-	if err := tx.Create(ev).Error; err != nil {
-		return err
-	}
-	if rev%20 != 0 { // one DELETE per twenty evaluations of the rule
-		return nil
-	}
-	keep := tx.Model(&evaluationRow{}).Select("id").Where("trigger_id = ?", id).Order("id DESC").Limit(keepEvaluations)
-	return tx.Where("trigger_id = ? AND id NOT IN (?)", id, keep).Delete(&evaluationRow{}).Error
-}
-
 // loadRule reads rule name of app, or server.ErrNotFound.
 func loadRule(tx *gorm.DB, app, name string) (*Rule, error) {
 	var r Rule
