@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -33,6 +34,9 @@ type Job struct {
 	keepers map[int64]*keeper // by run id
 	rounds  map[int64]*rounds // probe rounds under way or done, by run id
 }
+
+// maxReason bounds the audit reasons and summaries of runs.
+const maxReason = 900
 
 // activeEvery is the pace of the steps while a run is in progress.
 const activeEvery = 200 * time.Millisecond
@@ -310,8 +314,8 @@ func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl 
 	err = j.save(ctx, t, r, p, func(tx *server.JobTx) error {
 		tx.DB().Model(&Run{}).Where("id = ?", r.ID).Updates(map[string]any{"phase": PhaseApplying, "lease_id": r.LeaseID, "started_at": now})
 		return tx.Commit(server.Audited{Actor: server.JobActor(audit.ActorDrill, r.Cause()), Action: audit.DrillStart, App: r.App,
-			Reason: reasonText(fmt.Sprintf("run #%d of drill %s (%s): %s on for %s of %s/%s for %s", r.Number, r.Drill, startedBy(r), value.Level,
-				describeTarget(pl.rollout), r.App, r.SwitchName, pl.duration)),
+			Reason: oneline.Clean(fmt.Sprintf("run #%d of drill %s (%s): %s on for %s of %s/%s for %s", r.Number, r.Drill, startedBy(r), value.Level,
+				describeTarget(pl.rollout), r.App, r.SwitchName, pl.duration), maxReason),
 			Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
 	})
 	if err != nil {
@@ -382,7 +386,7 @@ func (j *Job) revert(ctx context.Context, t server.Term, r *Run, p *Progress) er
 			return nil
 		}
 		return tx.Commit(server.Audited{Actor: server.JobActor(audit.ActorDrill, r.Cause()), Action: audit.DrillAbort, App: r.App,
-			Reason: reasonText(p.AbortReason), Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
+			Reason: oneline.Clean(p.AbortReason, maxReason), Apply: func(*gorm.DB) (string, any, any, error) { return r.target(), nil, r.View(), nil }})
 	})
 }
 
@@ -448,7 +452,7 @@ func (j *Job) save(ctx context.Context, t server.Term, r *Run, p *Progress, fn f
 // finding opened for a failure, resolved by a pass, and a notification.
 func (j *Job) close(ctx context.Context, t server.Term, r *Run, p *Progress, out, summary string) error {
 	now := j.s.cfg.Service.Now()
-	summary = reasonText(summary)
+	summary = oneline.Clean(summary, maxReason)
 	p.note(now, "%s", summary)
 	r.Phase, r.Outcome, r.Summary, r.FinishedAt = PhaseDone, out, summary, &now
 	if held := j.s.cfg.HeldRules; held != nil && r.StartedAt != nil {
@@ -548,23 +552,6 @@ func runSummary(out string, p *Progress, v Verdicts) string {
 		parts = append(parts, s)
 	}
 	return strings.Join(parts, "; ")
-}
-
-// reasonText makes s fit an audit reason: printable, at most 900 bytes.
-func reasonText(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
-	if !wire.Printable(s) {
-		s = strings.ToValidUTF8(s, "?")
-	}
-	if len(s) > 900 {
-		s = strings.ToValidUTF8(s[:900], "") + "…"
-	}
-	return s
 }
 
 // failedChecks lists the failed preflight checks ("" none).

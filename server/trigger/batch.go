@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server"
 )
 
@@ -110,7 +111,7 @@ func (b *batch) save(row *stateRow, st State, smp Sample, at time.Time) error {
 	}
 	row.Rev++
 	row.State, row.Phase, row.Paused, row.UpdatedAt = string(enc), string(st.Phase), st.Paused, at
-	row.LastAt, row.LastOutcome, row.LastValue, row.LastError = &at, string(smp.Outcome), valueText(smp), oneLine(smp.Err, 500)
+	row.LastAt, row.LastOutcome, row.LastValue, row.LastError = &at, string(smp.Outcome), valueText(smp), oneline.Clean(smp.Err, 500)
 	b.saves = append(b.saves, row)
 	return nil
 }
@@ -120,8 +121,8 @@ func (b *batch) save(row *stateRow, st State, smp Sample, at time.Time) error {
 // evaluations beyond keepEvaluations.
 func (b *batch) evaluated(id, rev int64, smp Sample, d Decision, dryRun bool, at time.Time) {
 	b.evals = append(b.evals, evaluationRow{
-		TriggerID: id, At: at, Outcome: string(smp.Outcome), Value: valueText(smp), Error: oneLine(smp.Err, 500),
-		PhaseFrom: string(d.From), PhaseTo: string(d.To), Action: string(d.Action), DryRun: dryRun, Why: oneLine(d.Why, 2000),
+		TriggerID: id, At: at, Outcome: string(smp.Outcome), Value: valueText(smp), Error: oneline.Clean(smp.Err, 500),
+		PhaseFrom: string(d.From), PhaseTo: string(d.To), Action: string(d.Action), DryRun: dryRun, Why: oneline.Clean(d.Why, 2000),
 	})
 	if rev%20 == 0 {
 		b.prune = append(b.prune, id)

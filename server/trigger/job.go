@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/fleet"
@@ -289,7 +290,7 @@ func lastChange(tx *gorm.DB, sw *server.Switch) string {
 	if e.Cause != "" {
 		who += " (" + e.Cause + ")"
 	}
-	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneLine(e.Reason, 200))
+	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneline.Clean(e.Reason, 200))
 }
 
 // query asks each rule's source for its value at now, concurrently and
@@ -400,9 +401,9 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 	tr := transition{
 		Action: d.Action, From: d.From, To: d.To, Switch: r.SwitchTarget(), Source: r.Source, Query: r.Query,
 		Trigger: cfg.Trigger, Recover: cfg.Recover, Window: d.Window, Sample: smp.Outcome, Value: parseValue(valueText(smp)),
-		Error: oneLine(smp.Err, 500), At: now.UTC(), Why: d.Why,
+		Error: oneline.Clean(smp.Err, 500), At: now.UTC(), Why: d.Why,
 	}
-	reason := oneLine(fmt.Sprintf("trigger %s on %s: %s", r.Name, oneLine(r.Query, 200), d.Why), 1000)
+	reason := oneline.Clean(fmt.Sprintf("trigger %s on %s: %s", r.Name, oneline.Clean(r.Query, 200), d.Why), 1000)
 	event := func(kind notify.Kind, verb, title string) error {
 		return notify.Enqueue(j.DB(), notify.Event{
 			Key: fmt.Sprintf("%s#%s@%d", r.Target(), verb, now.UnixNano()), Kind: kind, App: r.App, Target: r.SwitchTarget(),

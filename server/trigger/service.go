@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -313,7 +314,7 @@ func replacesRollout(fields json.RawMessage) bool {
 
 // stamp sets the bookkeeping of a rule written by a at version v.
 func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
-	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneLine(reason, 1000), a.Name, now
+	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneline.Clean(reason, 1000), a.Name, now
 }
 
 // Create validates and stores a new rule. It starts from the switch as it
@@ -523,7 +524,7 @@ func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason s
 		if st.Paused {
 			return st, server.Conflictf("%s is already paused (by %s: %s)", r.Target(), st.PausedBy, st.PauseReason)
 		}
-		return st.Pause(a.Name, oneLine(reason, 500), now), nil
+		return st.Pause(a.Name, oneline.Clean(reason, 500), now), nil
 	})
 }
 
