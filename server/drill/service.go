@@ -329,15 +329,12 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			d.Version++
 			d.Reason, d.UpdatedBy, d.UpdatedAt = strings.TrimSpace(ch.Reason), a.Name, now
-			res := tx.Model(&Drill{}).Where("id = ? AND version = ?", d.ID, d.Version-1).Updates(map[string]any{
+			err = server.UpdateVersioned(tx, &Drill{}, d.ID, d.Version-1, d.Target(), map[string]any{
 				"spec": d.Spec, "switch_name": d.SwitchName, "enabled": d.Enabled, "last_scheduled_at": d.LastScheduledAt,
 				"version": d.Version, "reason": d.Reason, "updated_by": d.UpdatedBy, "updated_at": d.UpdatedAt,
 			})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: drill changed meanwhile", server.ErrConflict)
+			if err != nil {
+				return "", nil, nil, err
 			}
 			out = &d
 			return d.Target(), before, d.View(now), nil

@@ -410,12 +410,8 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			now := s.core.Now()
 			stamp(next, a, p.Reason, cur.Version+1, now)
-			res := tx.Model(&Rule{}).Where("id = ? AND version = ?", cur.ID, cur.Version).Select("*").Omit("id", "created_at").Updates(next)
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			if err := server.UpdateVersioned(tx, &Rule{}, cur.ID, cur.Version, cur.Target(), next); err != nil {
+				return "", nil, nil, err
 			}
 			row, st, err := loadState(tx, cur.ID)
 			if err != nil {
@@ -466,12 +462,8 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 					return "", nil, nil, err
 				}
 			}
-			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Rule{})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+			if err := server.DeleteVersioned(tx, &Rule{}, cur.ID, cur.Version, cur.Target()); err != nil {
+				return "", nil, nil, err
 			}
 			if err := resolveFindings(tx, cur, "rule deleted by "+a.Name, s.core.Now()); err != nil {
 				return "", nil, nil, err
