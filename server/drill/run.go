@@ -64,7 +64,7 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 		left := p.AppliedAt.Add(pl.duration).Sub(now)
 		rounds, done, err := j.probe(ctx, t.Rev, r, stageDegraded, pl, min(left, pl.roundBudget()))
 		if err != nil || !done {
-			return errors.Join(err, j.save(ctx, t, r, p, nil))
+			return errors.Join(err, j.saveProgress(ctx, t, r, p))
 		}
 		p.Degraded = rounds
 		at := j.s.cfg.Service.Now()
@@ -87,13 +87,23 @@ func (j *Job) advance(ctx context.Context, t server.Term, r *Run, now time.Time)
 	case actFinish:
 		rounds, done, err := j.probe(ctx, t.Rev, r, stageAfter, pl, pl.roundBudget())
 		if err != nil || !done {
-			return errors.Join(err, j.save(ctx, t, r, p, nil))
+			return errors.Join(err, j.saveProgress(ctx, t, r, p))
 		}
 		p.After = rounds
 		v := judge(p, pl)
 		p.Verdicts = &v
 		out := outcome(p, v)
 		return j.close(ctx, t, r, p, out, runSummary(out, p, v))
+	}
+	return j.saveProgress(ctx, t, r, p)
+}
+
+// saveProgress stores the evidence of a run that stays in its phase, when
+// it changed since the step read the run: most steps of an active run
+// (every 200 ms) see the same fleet reports and write nothing.
+func (j *Job) saveProgress(ctx context.Context, t server.Term, r *Run, p *Progress) error {
+	if encode(p) == r.State {
+		return nil
 	}
 	return j.save(ctx, t, r, p, nil)
 }
