@@ -45,7 +45,8 @@ func (c *Console) domains(reg prometheus.Registerer) []domain {
 	rollouts := rollout.New(rollout.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources})
 
 	// Drills: scheduled exercises of a switch through lease-bound
-	// overrides; a run's report lists the rules it held.
+	// overrides; a person's change to the switch ends its drill; a run's
+	// report lists the rules it held.
 	var triggers *trigger.Service // built below
 	drills := drill.New(drill.Config{Service: c.Service, Fleet: c.Fleet, Sources: c.Sources, Etcd: c.Etcd,
 		Namespace: c.Config.Namespace, Logger: c.log, Egress: c.Egress, Keys: c.Keys,
@@ -78,7 +79,7 @@ func (c *Console) domains(reg prometheus.Registerer) []domain {
 			routes:  api.RolloutRoutes(rollouts), pages: webui.RolloutPages(rollouts),
 		},
 		{
-			jobs:    []lead.Job{drills.Job()},
+			jobs: []lead.Job{drills.Job()}, onPersonChange: drills.OnPersonChange,
 			pruners: []retention.Pruner{{Kind: "drill_runs", Prune: drill.PruneRuns}},
 			routes:  api.DrillRoutes(drills), pages: webui.DrillPages(drills),
 		},

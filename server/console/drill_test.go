@@ -829,3 +829,29 @@ func TestDrillAbortWhileEndpointHangs(t *testing.T) {
 	servertest.Eventually(t, time.Until(applied.Add(4*time.Second)), "the override is gone by its duration + 1 s", func() bool { return e.etcdValue(key) == "" })
 	t.Logf("run #2's override (duration 3s) was gone %v after it was applied", time.Since(applied).Round(time.Millisecond))
 }
+
+// TestDrillEndsOnPersonChange: a person turning the drilled switch on
+// mid-run ends the drill inside their own change (the run's abort request
+// names them and what they did), and the override, which would hide their
+// change, is gone soon after.
+func TestDrillEndsOnPersonChange(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(steadyLeader)
+	waitLeader(t, c)
+	const app = "shop-person"
+	dt := startDrillTarget(t, e, app, svcCorrect, 1)
+	seedDrill(t, c, app, dt.urls[0], "")
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","reason":"held until a person acts"}`), 200)
+	waitInstances(t, c, app, 1)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"person drill"}`), 202)
+	key := "/switchyard/v1/default/overrides/" + app + "/recommend"
+	servertest.Eventually(t, 30*time.Second, "the run is active with its override", func() bool {
+		return runView(t, c, app, 1).Phase == drill.PhaseActive && e.etcdValue(key) != ""
+	})
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/recommend/on", adminToken, `{"reason":"incident: degrade for real"}`), 200)
+	servertest.Eventually(t, 10*time.Second, "the override is gone", func() bool { return e.etcdValue(key) == "" })
+	v := waitRun(t, c, app, 1, 40*time.Second)
+	if v.Outcome != drill.OutcomeAborted || !strings.Contains(v.Progress.AbortReason, "changed the switch (switch.on): a person's change ends the drill") {
+		t.Fatalf("run: %s, abort %q", v.Outcome, v.Progress.AbortReason)
+	}
+}

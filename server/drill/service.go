@@ -97,7 +97,6 @@ func New(c Config) *Service {
 	}
 	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress, c.Keys)}
 	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
-	c.Service.OnPersonChange(s.personChanged)
 	return s
 }
 
@@ -603,10 +602,11 @@ func (s *Service) LastPassed(ctx context.Context, app, name string) (time.Time, 
 	return r.FinishedAt.UTC(), true, nil
 }
 
-// personChanged ends the drills of a switch a person just changed, inside
-// the person's transaction: the override would hide their change. The
-// leader removes the override at its next step.
-func (s *Service) personChanged(j *server.JobTx, c server.PersonChange) error {
+// OnPersonChange ends the drills of a switch a person just changed,
+// inside the person's transaction (register it with
+// server.Service.OnPersonChange): the override would hide their change.
+// The leader removes the override at its next step.
+func (s *Service) OnPersonChange(j *server.JobTx, c server.PersonChange) error {
 	var runs []Run
 	if err := j.DB().Where("app = ? AND switch_name = ? AND finished_at IS NULL AND dry_run = ? AND abort_request = '' AND phase <> ?",
 		c.App, c.Name, false, PhaseRecovering).Find(&runs).Error; err != nil {
