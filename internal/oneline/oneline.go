@@ -11,12 +11,14 @@ import (
 )
 
 // Clean returns s as one line of at most max bytes: invalid UTF-8 becomes
-// "?", control characters (newlines, tabs, escapes, C1 controls) become
-// spaces, leading and trailing space goes, and a longer text is cut at a
-// rune boundary and ends with "…" (within max). max ≤ 0 means no bound.
+// "?"; control characters (newlines, tabs, escapes, C1 controls), format
+// characters (bidirectional overrides, zero-width marks: they can hide or
+// reorder what a reader sees) and U+FFFD become spaces; leading and
+// trailing space goes; and a longer text is cut at a rune boundary and
+// ends with "…" (within max). max ≤ 0 means no bound.
 func Clean(s string, max int) string {
 	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || r == utf8.RuneError {
 			return ' '
 		}
 		return r

@@ -16,6 +16,7 @@ func TestClean(t *testing.T) {
 		{"line one\nline two\ttab\x1b[31m", 0, "line one line two tab [31m"},
 		{"c1\u0085control\x7f", 0, "c1 control"},
 		{"bad \xff utf8", 0, "bad ? utf8"},
+		{"rtl \u202eevil\u200b\ufffd!", 0, "rtl  evil  !"},
 		{"exactly ten", 11, "exactly ten"},
 		{"longer than ten", 10, "longer …"},
 		{"ééééé", 8, "éé…"}, // never half a rune
