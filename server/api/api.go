@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -19,12 +20,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
-	"github.com/switchyard-io/switchyard/server/drill"
-	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
-	"github.com/switchyard-io/switchyard/server/notify"
-	"github.com/switchyard-io/switchyard/server/rollout"
-	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // Config wires the API to its dependencies.
@@ -38,44 +34,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Fleet is the console's fleet read model (instances and signals).
 	Fleet *fleet.Model
-	// Domains are the job domains' services.
-	Domains Domains
-}
-
-// Domains are the services of the job domains (staged rollouts,
-// auto-triggers, drills, expiry and findings, notification channels); each
-// has a file of handlers here and registers its routes in registerDomains.
-type Domains struct {
-	Drills *drill.Service
-	// Expiry renews switches and lists the findings (expiry.go).
-	Expiry *expiry.Service
-	// Channels are the notification channels and their delivery log
-	// (channels.go).
-	Channels *notify.Service
-	// Triggers are the auto-trigger rules (triggers.go).
-	Triggers *trigger.Service
-	// Rollouts are the staged rollouts (rollouts.go).
-	Rollouts *rollout.Service
-}
-
-// registerDomains mounts each job domain's routes: apps is
-// /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
-func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
-	if d.Drills != nil {
-		drills{d.Drills}.register(apps)
-	}
-	if d.Expiry != nil {
-		registerExpiry(apps, v1, d.Expiry)
-	}
-	if d.Channels != nil {
-		registerChannels(v1, d.Channels)
-	}
-	if d.Triggers != nil {
-		registerTriggers(apps, d.Triggers)
-	}
-	if d.Rollouts != nil {
-		registerRollouts(apps, d.Rollouts)
-	}
+	// Domains are the job domains' routes (domains.go).
+	Domains []Routes
 }
 
 type handler struct {
@@ -131,7 +91,9 @@ func Register(r *gin.Engine, cfg Config) {
 	v1.POST("/users", h.createUser)
 	v1.GET("/users/:username", h.getUser)
 	v1.PATCH("/users/:username", h.patchUser)
-	registerDomains(apps, v1, cfg.Domains)
+	for _, d := range cfg.Domains {
+		d(apps, v1)
+	}
 	v1.GET("/tokens", h.listTokens)
 	v1.POST("/tokens", h.createToken)
 	v1.DELETE("/tokens/:id", h.revokeToken)
@@ -176,6 +138,9 @@ func (h *handler) ready(c *gin.Context) {
 	c.JSON(status, checks)
 }
 
+// same is the view of an entry that is its own view.
+func same[T any](t *T) T { return *t }
+
 func views[T any, V any](items []T, view func(*T) V) []V {
 	out := make([]V, 0, len(items))
 	for i := range items {
@@ -184,24 +149,52 @@ func views[T any, V any](items []T, view func(*T) V) []V {
 	return out
 }
 
-// listPage answers a list request paged by the query's limit (default
-// 100, at most 1000) and after (the next_after of the previous page).
+// listPage answers a list request that has no filters of its own (see
+// readPage and answerPage).
 func listPage[T any, V any](c *gin.Context, key string, read func(server.Page) ([]T, string, error), view func(*T) V) {
-	var v []*server.FieldError
-	pg := server.Page{After: c.Query("after"), Limit: int(queryInt(c, "limit", 1000, &v))}
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
+	pg, ok := readPage(c, nil)
+	if !ok {
 		return
-	}
-	if pg.Limit == 0 {
-		pg.Limit = 100
 	}
 	list, next, err := read(pg)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{key: views(list, view), "next_after": next})
+	answerPage(c, gin.H{key: views(list, view)}, next)
+}
+
+// readPage reads the paging every list takes — limit (default 100, at
+// most 1000) and cursor (the next_cursor of the previous page) — and
+// answers the problem, naming each bad parameter with those in bad (the
+// list's own filters), when any is wrong.
+func readPage(c *gin.Context, bad []*server.FieldError) (server.Page, bool) {
+	pg := server.Page{Limit: int(queryInt(c, "limit", server.MaxPageLimit, &bad))}
+	if pg.Limit == 0 {
+		pg.Limit = server.DefaultPageLimit
+	}
+	if s := c.Query("cursor"); s != "" {
+		key, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || len(key) == 0 {
+			bad = append(bad, &server.FieldError{Field: "cursor", Msg: "is not a cursor of this list; pass the next_cursor of its previous page"})
+		}
+		pg.After = string(key)
+	}
+	if len(bad) > 0 {
+		fail(c, &server.ValidationError{Fields: bad})
+		return pg, false
+	}
+	return pg, true
+}
+
+// answerPage answers one page of a list: body holds the entries (and any
+// summary of the whole list); next_cursor, the cursor of the next page, is
+// there only when another page follows.
+func answerPage(c *gin.Context, body gin.H, next string) {
+	if next != "" {
+		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // queryInt parses an optional positive integer query parameter up to max,

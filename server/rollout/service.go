@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -155,7 +156,7 @@ func (s *Service) StartTemplate(j *server.JobTx, a server.Actor, app, sw, name, 
 	if err != nil {
 		return 0, err
 	}
-	p.Reason = oneLine(reason, 990)
+	p.Reason = oneline.Clean(reason, 990)
 	return s.StartPlan(j, a, app, sw, p)
 }
 
@@ -183,11 +184,11 @@ func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason strin
 	}
 	now := j.Now()
 	before := r.summary()
-	note := "ended by " + a.Name + ": " + oneLine(reason, 900)
+	note := "ended by " + a.Name + ": " + oneline.Clean(reason, 900)
 	r.progress.end(OutcomeStopped, note, now)
 	r.progress.Note, r.progress.Request = note, nil
 	r.end(Aborted, now)
-	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutAbort, Reason: oneLine(reason, 990), App: app,
+	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutAbort, Reason: oneline.Clean(reason, 990), App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := save(tx, r, now); err != nil {
 				return "", nil, nil, err
@@ -282,13 +283,14 @@ func (s *Service) Get(ctx context.Context, app string, id int64) (*View, error) 
 
 // Filter selects plans for List.
 type Filter struct {
-	Switch string // "" for all
-	Active bool   // only pending, running and paused ones
-	Limit  int    // default 50, at most 500
+	Switch      string // "" for all
+	Active      bool   // only pending, running and paused ones
+	server.Page        // by id, newest first
 }
 
-// List returns the plans of app, newest first.
-func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, error) {
+// List returns one page of the plans of app, newest first, and the
+// cursor of the next page.
+func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, string, error) {
 	q := s.db.WithContext(ctx).Where("app = ?", app)
 	if f.Switch != "" {
 		q = q.Where("switch_name = ?", f.Switch)
@@ -296,24 +298,25 @@ func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, error
 	if f.Active {
 		q = q.Where("state IN ?", activeStates)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
+	q, err := f.Newest(q, "id")
+	if err != nil {
+		return nil, "", err
 	}
 	var rows []row
-	if err := q.Order("id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
-		return nil, mapErr(err)
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, "", mapErr(err)
 	}
+	rows, next := server.Cut(rows, f.Page, func(r *row) string { return server.IDKey(r.ID) })
 	now := s.svc.Now()
 	out := make([]View, 0, len(rows))
 	for _, rw := range rows {
 		r, err := decode(rw)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, r.view(now, s.live(r)))
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Active returns the active plan of switch app/name, nil when none.
@@ -408,8 +411,8 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 				if err != nil {
 					return "", nil, nil, err
 				}
-				if in.Version != nil && *in.Version != r.Version {
-					return "", nil, nil, fmt.Errorf("%w: plan version %d is stale, current is %d", server.ErrConflict, *in.Version, r.Version)
+				if err := server.CheckVersion(in.Version, r.Version); err != nil {
+					return "", nil, nil, err
 				}
 				// A request waiting for the leader yields to a pause or a
 				// plain abort; another request waits for it.
@@ -424,6 +427,9 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 				err = save(tx, r, now)
 				if errors.Is(err, errStale) && in.Version == nil && attempt < 3 {
 					continue
+				}
+				if errors.Is(err, errStale) {
+					err = server.ChangedConcurrently(r.cause(), in.Version)
 				}
 				if err != nil {
 					return "", nil, nil, err
@@ -527,7 +533,7 @@ func (s *Service) personChanged(j *server.JobTx, c server.PersonChange) error {
 		r.progress.Request = nil // a pending request yields to the person's change
 	}
 	r.progress.Note = reason
-	return j.Commit(server.Audited{Actor: server.JobActor(audit.ActorRollout, r.cause()), Action: action, Reason: oneLine(reason, 990), App: r.App,
+	return j.Commit(server.Audited{Actor: server.JobActor(audit.ActorRollout, r.cause()), Action: action, Reason: oneline.Clean(reason, 990), App: r.App,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := save(tx, r, now); err != nil {
 				return "", nil, nil, err
@@ -656,5 +662,5 @@ func stepReason(r *run, k int, target wire.Rollout, off bool, raised, why string
 	if why != "" {
 		s += "; " + why
 	}
-	return oneLine(s, 990)
+	return oneline.Clean(s, 990)
 }
