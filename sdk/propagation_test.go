@@ -76,7 +76,7 @@ import (
 // What they tell apart: etcd carrying the old ~1,000 acks per flip had a
 // tail 7× its quiet one (in the first run; noise swamped the second) —
 // etcd's share, real on any deployment, and what the ack schedule
-// (registry.go, acker) cuts to ~200 writes a flip here (fewer where flips
+// (sdk/ack) cut to ~200 writes a flip here (fewer where flips
 // are applied faster than the ack delay, as on a quiet machine). The rest
 // of the SDK's tail, over etcd+load, is the single box: 1,000 clients'
 // watch handling, progress requests, lease renewals and acks in the
