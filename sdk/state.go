@@ -64,7 +64,8 @@ type entry struct {
 	off    bool         // fixed and off: Handle.On's inlined answer
 	source Source
 	basis  uint32
-	seed   uint64 // FNV state after app/name/, for request keys
+	seed   uint64          // FNV state after app/name/, for request keys
+	listed map[string]bool // the rollout's key lists: true included, false excluded; nil without lists
 }
 
 // answer decides for this instance or, with key stickiness, for the
@@ -76,8 +77,10 @@ func (e *entry) answer(ctx context.Context) bool {
 	return e.keyOn(ctx)
 }
 
-// keyOn decides for key stickiness: hash the request key, or fall back to
-// the instance decision when the context carries no key.
+// keyOn decides by the request key carried by ctx: its place in the
+// rollout's key lists, else (key stickiness) its hash; a request without
+// a key, or not listed under instance stickiness, gets the instance
+// decision.
 func (e *entry) keyOn(ctx context.Context) bool {
 	if !e.gate {
 		return false
@@ -86,7 +89,31 @@ func (e *entry) keyOn(ctx context.Context) bool {
 	if !ok {
 		return e.on
 	}
+	if e.listed != nil {
+		if on, ok := e.listed[k]; ok {
+			return on
+		}
+	}
+	if !e.keyed {
+		return e.on
+	}
 	return wire.FNV(e.seed, k)%Buckets < uint64(e.basis)
+}
+
+// keyLists is the lookup set of a rollout's lists, nil when it has none;
+// an excluded key is false, so exclude wins over include.
+func keyLists(r wire.Rollout) map[string]bool {
+	if len(r.Include) == 0 && len(r.Exclude) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(r.Include)+len(r.Exclude))
+	for _, k := range r.Include {
+		m[k] = true
+	}
+	for _, k := range r.Exclude {
+		m[k] = false
+	}
+	return m
 }
 
 // state is an immutable snapshot of everything the client knows. It is
@@ -140,7 +167,10 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(se
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
 	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
 	e.on = e.gate && wire.FNV(e.seed, instanceID)%Buckets < uint64(e.basis)
-	e.fixed = !e.keyed || !e.gate
+	if e.gate {
+		e.listed = keyLists(sw.Rollout)
+	}
+	e.fixed = (!e.keyed && e.listed == nil) || !e.gate
 	e.off = e.fixed && !e.on
 	return e
 }

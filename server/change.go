@@ -236,7 +236,7 @@ func changesBehaviour(before, after any) bool {
 	if !okB || !okA {
 		return true
 	}
-	return b.Level != a.Level || b.State != a.State || b.Rollout != a.Rollout ||
+	return b.Level != a.Level || b.State != a.State || !b.Rollout.Equal(a.Rollout) ||
 		string(b.Fallback) != string(a.Fallback) || b.MaxStaleness != a.MaxStaleness
 }
 

@@ -189,7 +189,7 @@ type probePlan struct {
 	Probe
 	expectStatus int // ExpectStatus or its default
 	requests     int // Requests or its default
-	pointers     []pointer
+	pointers     []wire.Pointer
 	maxP99       time.Duration
 	timeout      time.Duration
 }
@@ -381,7 +381,7 @@ func (pr *Probe) compile(v *server.FieldErrors, f string) probePlan {
 		v.Addf(f+".required_fields", "at most %d pointers", maxFields)
 	}
 	for j, s := range pr.RequiredFields {
-		ptr, err := parsePointer(s)
+		ptr, err := wire.ParsePointer(s)
 		if err != nil {
 			v.Addf(fmt.Sprintf("%s.required_fields[%d]", f, j), "%v", err)
 			continue
