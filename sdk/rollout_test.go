@@ -86,3 +86,35 @@ func TestKeyLists(t *testing.T) {
 		}
 	}
 }
+
+// TestKeySet: at the list limits every included key is found included,
+// every excluded key excluded (also when a key is in both: exclude wins),
+// and keys in neither list are not found.
+func TestKeySet(t *testing.T) {
+	seed := wire.Seed("checkout", "tenants")
+	in, out := keyList("vip", wire.MaxListKeys), keyList("audit", wire.MaxListKeys)
+	out[0] = in[0]
+	s := newKeySet(seed, wire.Rollout{Include: in, Exclude: out})
+	look := func(k string) (bool, bool) { return s.lookup(wire.FNV(seed, k), k) }
+	for i, k := range in {
+		if on, listed := look(k); !listed || on != (i != 0) {
+			t.Fatalf("included %s: on=%v listed=%v", k, on, listed)
+		}
+	}
+	for _, k := range out {
+		if on, listed := look(k); !listed || on {
+			t.Fatalf("excluded %s: on=%v listed=%v", k, on, listed)
+		}
+	}
+	for i := range 50000 {
+		if k := fmt.Sprintf("tenant-%d", i); func() bool { _, l := look(k); return l }() {
+			t.Fatalf("%s found in the lists", k)
+		}
+	}
+	if s.len() != 2*wire.MaxListKeys-1 {
+		t.Errorf("len %d, want %d", s.len(), 2*wire.MaxListKeys-1)
+	}
+	if newKeySet(seed, wire.Rollout{Percent: 5}) != nil {
+		t.Error("a rollout without lists has a key set")
+	}
+}

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -32,9 +33,10 @@ const latencyBuckets = 12
 type switchSignals struct {
 	// read is 1 once the switch was checked since the reporter last took
 	// it; accessed with atomic.LoadUint32/StoreUint32 only.
-	read uint32
-	name string
-	_    [cacheLine - 4 - 4 - unsafe.Sizeof("")]byte
+	read   uint32
+	name   string
+	verify *verifySignals // shadow verification (verify.go)
+	_      [cacheLine - 4 - 4 - unsafe.Sizeof("") - 8]byte
 
 	degraded  stripedCounter // checks answered on
 	fallbacks atomic.Uint64  // L1 values served by Handle.Fallback
@@ -86,16 +88,35 @@ func (c *stripedCounter) Load() uint64 {
 // of this size class on a multiple of its size, hence of cacheLine.
 var _ [0]struct{} = [unsafe.Sizeof(switchSignals{}) % cacheLine]struct{}{}
 
-func newSwitchSignals(name string) *switchSignals { return &switchSignals{name: name} }
+func newSwitchSignals(name string) *switchSignals {
+	return &switchSignals{name: name, verify: &verifySignals{}}
+}
 
 // count records one answer of the switch and returns it.
 func (s *switchSignals) count(on bool) bool {
 	if on {
 		s.degraded.Add(1)
 	} else if atomic.LoadUint32(&s.read) == 0 {
-		atomic.StoreUint32(&s.read, 1)
+		s.markRead()
 	}
 	return on
+}
+
+// markRead sets the read flag, unless a degraded run of the switch is in
+// flight (verify.go): then every check must keep reaching slowOn. Setting
+// the flag before looking at the runs means a run that starts meanwhile
+// always finds or leaves the flag cleared.
+func (s *switchSignals) markRead() {
+	atomic.StoreUint32(&s.read, 1)
+	if s.verify.inflight.Load() > 0 {
+		atomic.StoreUint32(&s.read, 0)
+	}
+}
+
+// verified reports whether ctx belongs to a degraded run of the switch,
+// which answers on. It costs one atomic load while no run is in flight.
+func (s *switchSignals) verified(ctx context.Context) bool {
+	return s.verify.inflight.Load() > 0 && verifying(ctx, s)
 }
 
 // takeRead reports whether the switch was checked (not degraded) since
@@ -129,7 +150,7 @@ func latencyBucket(d time.Duration) int {
 // signal reads the counters (LastRead is the reporter's to fill in).
 // Latency is nil when no degraded request was timed.
 func (s *switchSignals) signal() wire.SwitchSignal {
-	sig := wire.SwitchSignal{Degraded: s.degraded.Load(), Fallbacks: s.fallbacks.Load()}
+	sig := wire.SwitchSignal{Degraded: s.degraded.Load(), Fallbacks: s.fallbacks.Load(), Verify: s.verify.signal()}
 	for i := range s.latency {
 		if n := s.latency[i].Load(); n > 0 {
 			if sig.Latency == nil {

@@ -634,6 +634,46 @@ type SwitchSignal struct {
 	// this switch per LatencyBuckets bucket (the last one is above every
 	// bound), since start; absent when there were none.
 	Latency []uint64 `json:"l,omitempty"`
+	// Verify is the shadow verification of the switch's degraded path
+	// while it is off, since start; nil when nothing was sampled.
+	Verify *VerifySignal `json:"v,omitempty"`
+}
+
+// MaxVerifyDiffs bounds the differences a VerifySignal carries.
+const MaxVerifyDiffs = 8
+
+// VerifySignal counts the shadow runs of one switch's degraded path at one
+// instance, since start.
+type VerifySignal struct {
+	// Match counts degraded answers with the live answer's shape.
+	Match uint64 `json:"m,omitempty"`
+	// Mismatch counts degraded answers of another shape.
+	Mismatch uint64 `json:"x,omitempty"`
+	// Error counts degraded runs that panicked or answered 5xx.
+	Error uint64 `json:"e,omitempty"`
+	// Timeout counts degraded runs abandoned at their timeout.
+	Timeout uint64 `json:"t,omitempty"`
+	// LastMatch and LastMismatch are when a sample last matched and last
+	// did not, in unix seconds.
+	LastMatch    int64 `json:"lm,omitempty"`
+	LastMismatch int64 `json:"lx,omitempty"`
+	// Diffs are the differences of the last mismatch: JSON pointers and
+	// types only, never values ("/items: missing", "/total: number,
+	// degraded string"), at most MaxVerifyDiffs.
+	Diffs []string `json:"dx,omitempty"`
+	// Latency counts the degraded runs that finished, per LatencyBuckets
+	// bucket.
+	Latency []uint64 `json:"l,omitempty"`
+}
+
+// Equal reports whether two signals hold the same counts and diffs.
+func (v *VerifySignal) Equal(o *VerifySignal) bool {
+	if v == nil || o == nil {
+		return v == o
+	}
+	return v.Match == o.Match && v.Mismatch == o.Mismatch && v.Error == o.Error && v.Timeout == o.Timeout &&
+		v.LastMatch == o.LastMatch && v.LastMismatch == o.LastMismatch &&
+		slices.Equal(v.Diffs, o.Diffs) && slices.Equal(v.Latency, o.Latency)
 }
 
 // LatencyBuckets are the upper bounds of the degraded-path latency
