@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +43,9 @@ type Switch struct {
 	RolloutBasis      int // percent × 100
 	RolloutStickiness string
 	RolloutSelector   string
+	RolloutInclude    string // JSON array of request keys, "" for none
+	RolloutExclude    string // JSON array of request keys, "" for none
+	Verify            string // JSON wire.Verify of an L1/L2 switch, "" for the defaults
 	MaxOn             string // Go duration
 	ExpiryPolicy      string
 	ExpiresAt         *time.Time
@@ -64,6 +68,55 @@ func (s *Switch) Rollout() wire.Rollout {
 		Percent:    float64(s.RolloutBasis) / 100,
 		Stickiness: s.RolloutStickiness,
 		Selector:   s.RolloutSelector,
+		Include:    keyList(s.RolloutInclude),
+		Exclude:    keyList(s.RolloutExclude),
+	}
+}
+
+// keyList decodes a stored key list; "" (and anything unreadable, which
+// validate refuses) is none.
+func keyList(stored string) []string {
+	var keys []string
+	if stored != "" {
+		_ = json.Unmarshal([]byte(stored), &keys)
+	}
+	return keys
+}
+
+// storedKeyList is the stored form of a key list: sorted, without
+// duplicates, "" when empty.
+func storedKeyList(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	keys = slices.Clone(keys)
+	for i := range keys {
+		keys[i] = strings.TrimSpace(keys[i])
+	}
+	slices.Sort(keys)
+	b, _ := json.Marshal(slices.Compact(keys))
+	return string(b)
+}
+
+// VerifySpec returns the shadow verification settings, nil for the
+// defaults.
+func (s *Switch) VerifySpec() *wire.Verify {
+	if s.Verify == "" {
+		return nil
+	}
+	var v wire.Verify
+	if json.Unmarshal([]byte(s.Verify), &v) != nil {
+		return nil
+	}
+	return &v
+}
+
+// setVerify stores v (nil: the defaults).
+func (s *Switch) setVerify(v *wire.Verify) {
+	s.Verify = ""
+	if v != nil {
+		b, _ := json.Marshal(v)
+		s.Verify = string(b)
 	}
 }
 
@@ -80,6 +133,7 @@ func (s *Switch) setRollout(r wire.Rollout) error {
 		s.RolloutStickiness = wire.StickyInstance
 	}
 	s.RolloutSelector = strings.TrimSpace(r.Selector)
+	s.RolloutInclude, s.RolloutExclude = storedKeyList(r.Include), storedKeyList(r.Exclude)
 	return nil
 }
 
@@ -131,6 +185,7 @@ func (s *Switch) Wire() *wire.Switch {
 	if d, err := ParseDuration(s.MaxStaleness); err == nil {
 		w.MaxStaleness = wire.Duration(d)
 	}
+	w.Verify = s.VerifySpec()
 	return w
 }
 
@@ -145,6 +200,7 @@ type SwitchView struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback,omitempty"`
 	MaxStaleness string          `json:"max_staleness,omitempty"`
+	Verify       *wire.Verify    `json:"verify,omitempty"`
 	State        string          `json:"state"`
 	Rollout      wire.Rollout    `json:"rollout"`
 	MaxOn        string          `json:"max_on"`
@@ -163,7 +219,7 @@ func (s *Switch) View() SwitchView {
 	v := SwitchView{
 		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
 		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: s.MaxStaleness, State: s.State, Rollout: s.Rollout(),
+		MaxStaleness: s.MaxStaleness, Verify: s.VerifySpec(), State: s.State, Rollout: s.Rollout(),
 		MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
 		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
 		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
@@ -183,6 +239,7 @@ type SwitchInput struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback"`
 	MaxStaleness string          `json:"max_staleness"`
+	Verify       *wire.Verify    `json:"verify"`
 	Rollout      *wire.Rollout   `json:"rollout"`
 	MaxOn        string          `json:"max_on"`
 	ExpiryPolicy string          `json:"expiry_policy"`
@@ -199,6 +256,7 @@ type SwitchPatch struct {
 	Runbook      *string          `json:"runbook"`
 	Fallback     *json.RawMessage `json:"fallback"`
 	MaxStaleness *string          `json:"max_staleness"`
+	Verify       *wire.Verify     `json:"verify"`
 	Rollout      *wire.Rollout    `json:"rollout"`
 	MaxOn        *string          `json:"max_on"`
 	ExpiryPolicy *string          `json:"expiry_policy"`
@@ -227,6 +285,7 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 		RolloutBasis: defaultRolloutBasis, RolloutStickiness: wire.StickyInstance,
 	}
 	s.Fallback = fallbackString(in.Fallback)
+	s.setVerify(in.Verify)
 	if in.Rollout != nil {
 		if err := s.setRollout(*in.Rollout); err != nil {
 			return nil, err
@@ -260,6 +319,9 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	if p.Fallback != nil {
 		s.Fallback = fallbackString(*p.Fallback)
 	}
+	if p.Verify != nil {
+		s.setVerify(p.Verify)
+	}
 	if p.Rollout != nil {
 		if err := s.setRollout(*p.Rollout); err != nil {
 			return err
@@ -271,6 +333,9 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	}
 	if s.Level != wire.L2 && p.MaxStaleness == nil {
 		s.MaxStaleness = ""
+	}
+	if s.Level != wire.L1 && s.Level != wire.L2 && p.Verify == nil {
+		s.Verify = ""
 	}
 	return nil
 }
@@ -320,6 +385,17 @@ func (s *Switch) validate() error {
 		v.Add("max_staleness", `must be a positive duration such as "30s"`)
 	}
 	v.AddErr("rollout", s.Rollout().Validate())
+	if s.Verify != "" {
+		var spec wire.Verify
+		switch {
+		case json.Unmarshal([]byte(s.Verify), &spec) != nil:
+			v.Add("verify", "must be an object")
+		case s.Level.Valid() && s.Level != wire.L1 && s.Level != wire.L2:
+			v.Add("verify", "is only allowed for levels L1 and L2 (only a fallback or stale answer has a shape to verify)")
+		default:
+			v.AddErr("verify", spec.Validate())
+		}
+	}
 	if d, err := ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {
 		v.Add("max_on", `must be a duration between 1m and 366d (8784h), such as "24h" or "7d"`)
 	}
