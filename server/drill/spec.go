@@ -39,13 +39,13 @@ type Spec struct {
 	// starts; later it is recorded as missed (default 1m, at least 2s: two
 	// steps of the drill job, which may find the cron time up to a step
 	// late).
-	StartingDeadline string     `json:"starting_deadline,omitempty"`
-	Probes           []Probe    `json:"probes"`
+	StartingDeadline string  `json:"starting_deadline,omitempty"`
+	Probes           []Probe `json:"probes"`
 	// Capacity, when set, adds the verdict "frees capacity".
-	Capacity *Capacity `json:"capacity,omitempty"`
-	Abort    Abort     `json:"abort"`
-	Blackout         []Blackout `json:"blackout,omitempty"`
-	Preflight        Preflight  `json:"preflight"`
+	Capacity  *Capacity  `json:"capacity,omitempty"`
+	Abort     Abort      `json:"abort"`
+	Blackout  []Blackout `json:"blackout,omitempty"`
+	Preflight Preflight  `json:"preflight"`
 	// Enabled: a disabled drill's schedule does not fire (default true).
 	Enabled *bool `json:"enabled,omitempty"`
 }
