@@ -50,14 +50,19 @@ func decodeJSON(b []byte) (v any, ok bool) {
 // missing", "/total: number, degraded string"). A null on either side
 // matches any type (an absent optional value); two non-empty arrays are
 // compared by their first elements. Every required pointer that resolves
-// in live must resolve in degraded.
+// in live must resolve in degraded ("/currency: required, missing").
 func shapeDiffs(live, degraded any, required []wire.Pointer) []string {
 	d := differ{}
 	d.walk("", live, degraded)
 	for _, p := range required {
-		if p.Resolve(live) && !p.Resolve(degraded) {
-			d.add(p.String(), "required, missing")
+		if !p.Resolve(live) || p.Resolve(degraded) {
+			continue
 		}
+		if i := slices.Index(d.out, p.String()+": missing"); i >= 0 {
+			d.out[i] = p.String() + ": required, missing" // the walk found it first
+			continue
+		}
+		d.add(p.String(), "required, missing")
 	}
 	return d.out
 }
