@@ -253,6 +253,18 @@ func (h *handler) turnOnSwitch(c *gin.Context, app, name string, onErr func(erro
 	if _, ok := c.Request.PostForm["selector"]; !ok {
 		r.Selector = sw.Rollout().Selector
 	}
+	// Key lists are pasted into the on form; forms without them keep the
+	// switch's.
+	if _, ok := c.Request.PostForm["include"]; ok {
+		r.Include = fp.keys("include")
+	} else {
+		r.Include = sw.Rollout().Include
+	}
+	if _, ok := c.Request.PostForm["exclude"]; ok {
+		r.Exclude = fp.keys("exclude")
+	} else {
+		r.Exclude = sw.Rollout().Exclude
+	}
 	if server.NeedsConfirmation(sw.Level, r.Percent) && !confirmed(c) {
 		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
 		return

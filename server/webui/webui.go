@@ -243,7 +243,7 @@ func (p *page) Err(form, field string) string {
 		return m
 	}
 	for k, m := range p.Errors {
-		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") {
+		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") || strings.Contains(k, "."+field+"[") {
 			return m
 		}
 	}
@@ -329,6 +329,7 @@ var funcs = template.FuncMap{
 	"linkPath":  linkPath,
 	"isTime":    isTime,
 	"lastRead":  lastRead,
+	"lines":     func(keys []string) string { return strings.Join(keys, "\n") },
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
