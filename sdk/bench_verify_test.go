@@ -30,7 +30,7 @@ func benchMiddleware(b *testing.B, verify bool) {
 	opts := MiddlewareOptions{Switches: []*Handle{c.Switch(benchOff)}}
 	if verify {
 		h := c.Switch("recs")
-		h.sig.verify.nextAt.Store(math.MaxInt64)
+		h.sig.verifyState().nextAt.Store(math.MaxInt64)
 		opts.Verify = []*Handle{h}
 	}
 	body := []byte(`{"ok":true}`)

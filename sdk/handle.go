@@ -141,7 +141,7 @@ func (h *Handle) Fallback(v any) error {
 	if err := json.Unmarshal(e.sw.Fallback, v); err != nil {
 		return err
 	}
-	if h.sig.verify.inflight.Load() == 0 { // values of degraded runs (verify.go) are not served
+	if !h.sig.shadowing() { // values of degraded runs (verify.go) are not served
 		h.sig.fallbacks.Add(1)
 	}
 	return nil

@@ -35,7 +35,7 @@ type switchSignals struct {
 	// it; accessed with atomic.LoadUint32/StoreUint32 only.
 	read   uint32
 	name   string
-	verify *verifySignals // shadow verification (verify.go)
+	verify atomic.Pointer[verifySignals] // shadow verification (verify.go), nil until first sampled
 	_      [cacheLine - 4 - 4 - unsafe.Sizeof("") - 8]byte
 
 	degraded  stripedCounter // checks answered on
@@ -88,9 +88,7 @@ func (c *stripedCounter) Load() uint64 {
 // of this size class on a multiple of its size, hence of cacheLine.
 var _ [0]struct{} = [unsafe.Sizeof(switchSignals{}) % cacheLine]struct{}{}
 
-func newSwitchSignals(name string) *switchSignals {
-	return &switchSignals{name: name, verify: &verifySignals{}}
-}
+func newSwitchSignals(name string) *switchSignals { return &switchSignals{name: name} }
 
 // count records one answer of the switch and returns it.
 func (s *switchSignals) count(on bool) bool {
@@ -108,15 +106,30 @@ func (s *switchSignals) count(on bool) bool {
 // always finds or leaves the flag cleared.
 func (s *switchSignals) markRead() {
 	atomic.StoreUint32(&s.read, 1)
-	if s.verify.inflight.Load() > 0 {
+	if s.shadowing() {
 		atomic.StoreUint32(&s.read, 0)
 	}
 }
 
+// shadowing reports whether a degraded run of the switch is in flight.
+func (s *switchSignals) shadowing() bool {
+	v := s.verify.Load()
+	return v != nil && v.inflight.Load() > 0
+}
+
 // verified reports whether ctx belongs to a degraded run of the switch,
-// which answers on. It costs one atomic load while no run is in flight.
+// which answers on. It costs one atomic load for a switch never sampled.
 func (s *switchSignals) verified(ctx context.Context) bool {
-	return s.verify.inflight.Load() > 0 && verifying(ctx, s)
+	return s.shadowing() && verifying(ctx, s)
+}
+
+// verifyState returns the switch's verification state, made on first use.
+func (s *switchSignals) verifyState() *verifySignals {
+	if v := s.verify.Load(); v != nil {
+		return v
+	}
+	s.verify.CompareAndSwap(nil, &verifySignals{})
+	return s.verify.Load()
 }
 
 // takeRead reports whether the switch was checked (not degraded) since
@@ -150,7 +163,10 @@ func latencyBucket(d time.Duration) int {
 // signal reads the counters (LastRead is the reporter's to fill in).
 // Latency is nil when no degraded request was timed.
 func (s *switchSignals) signal() wire.SwitchSignal {
-	sig := wire.SwitchSignal{Degraded: s.degraded.Load(), Fallbacks: s.fallbacks.Load(), Verify: s.verify.signal()}
+	sig := wire.SwitchSignal{Degraded: s.degraded.Load(), Fallbacks: s.fallbacks.Load()}
+	if v := s.verify.Load(); v != nil {
+		sig.Verify = v.signal()
+	}
 	for i := range s.latency {
 		if n := s.latency[i].Load(); n > 0 {
 			if sig.Latency == nil {

@@ -73,13 +73,14 @@ type verifyCtxKey struct{}
 // whose signals are s.
 func verifying(ctx context.Context, s *switchSignals) bool {
 	v, _ := ctx.Value(verifyCtxKey{}).(*verifySignals)
-	return v == s.verify
+	return v != nil && v == s.verify.Load()
 }
 
 // verifyRun is one sample of a switch: the live answer and the switch
 // value it was taken under.
 type verifyRun struct {
 	sig *switchSignals
+	v   *verifySignals // sig's
 	sw  *wire.Switch
 }
 
@@ -90,7 +91,7 @@ type verifyRun struct {
 // ineligible switch also spends the token, so it is looked at once per
 // period.
 func (h *Handle) sampleVerify(now int64) *verifyRun {
-	v := h.sig.verify
+	v := h.sig.verifyState()
 	next := v.nextAt.Load()
 	if now < next {
 		return nil
@@ -110,11 +111,11 @@ func (h *Handle) sampleVerify(now int64) *verifyRun {
 	if !v.busy.CompareAndSwap(false, true) {
 		return nil
 	}
-	return &verifyRun{sig: h.sig, sw: sw}
+	return &verifyRun{sig: h.sig, v: v, sw: sw}
 }
 
 // release ends a sample that will not run.
-func (r *verifyRun) release() { r.sig.verify.busy.Store(false) }
+func (r *verifyRun) release() { r.v.busy.Store(false) }
 
 // errDegradedStatus is a degraded answer of status 500 or above.
 var errDegradedStatus = errors.New("sdk: degraded answer 5xx")
@@ -134,7 +135,7 @@ type answer struct {
 // the abandoned run returns, so a hanging degraded path holds at most one
 // goroutine per switch.
 func (r *verifyRun) shadow(ctx context.Context, live answer, degraded func(context.Context) (answer, error)) {
-	v := r.sig.verify
+	v := r.v
 	defer v.busy.Store(false)
 	limit := r.sw.Verify.Limit()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
@@ -182,7 +183,7 @@ func callDegraded(ctx context.Context, degraded func(context.Context) (answer, e
 
 // compare counts a match or a mismatch and keeps a mismatch's diffs.
 func (r *verifyRun) compare(live, degraded answer) {
-	v := r.sig.verify
+	v := r.v
 	var diffs []string
 	if live.status != degraded.status {
 		diffs = append(diffs, fmt.Sprintf("(status): %d, degraded %d", live.status, degraded.status))

@@ -125,8 +125,8 @@ func verified(t *testing.T, h *Handle, n uint64) *wire.VerifySignal {
 	t.Helper()
 	var s *wire.VerifySignal
 	waitFor(t, 10*time.Second, "shadow verification outcomes", func() bool {
-		s = h.sig.verify.signal()
-		return s != nil && s.Match+s.Mismatch+s.Error+s.Timeout >= n && !h.sig.verify.busy.Load()
+		s = h.sig.verifyState().signal()
+		return s != nil && s.Match+s.Mismatch+s.Error+s.Timeout >= n && !h.sig.verifyState().busy.Load()
 	})
 	return s
 }
@@ -185,11 +185,11 @@ func TestMiddlewareVerify(t *testing.T) {
 		}
 		start := time.Now()
 		p.get(t)
-		waitFor(t, 10*time.Second, "the timeout", func() bool { return p.recs.sig.verify.timeouts.Load() == 1 })
+		waitFor(t, 10*time.Second, "the timeout", func() bool { return p.recs.sig.verifyState().timeouts.Load() == 1 })
 		if took := time.Since(start); took > 5*time.Second {
 			t.Errorf("timeout counted after %v", took)
 		}
-		p.recs.sig.verify.nextAt.Store(0) // due again, but the stuck run holds the switch
+		p.recs.sig.verifyState().nextAt.Store(0) // due again, but the stuck run holds the switch
 		p.get(t)
 		if p.degRuns.Load() != 1 {
 			t.Errorf("%d degraded runs while one is stuck, want 1", p.degRuns.Load())
@@ -241,14 +241,14 @@ func TestVerifyOnlyWhenOffAndSafe(t *testing.T) {
 		{"l1", http.MethodGet, 200, `not json`},
 	} {
 		h := c.Switch(tc.name)
-		h.sig.verify.nextAt.Store(0)
+		h.sig.verifyState().nextAt.Store(0)
 		rec := httptest.NewRecorder()
 		handler(tc.name, tc.status, tc.body).ServeHTTP(rec, httptest.NewRequest(tc.method, "/x", strings.NewReader("")))
 		if rec.Code != tc.status || rec.Body.String() != tc.body {
 			t.Errorf("%s %s: caller got %d %q", tc.method, tc.name, rec.Code, rec.Body)
 		}
-		waitFor(t, 10*time.Second, "the sample to settle", func() bool { return !h.sig.verify.busy.Load() })
-		if h.sig.verify.signal() != nil {
+		waitFor(t, 10*time.Second, "the sample to settle", func() bool { return !h.sig.verifyState().busy.Load() })
+		if h.sig.verifyState().signal() != nil {
 			t.Errorf("%s %s %d %q: sampled", tc.method, tc.name, tc.status, tc.body)
 		}
 	}
@@ -271,7 +271,7 @@ func TestVerifyHelper(t *testing.T) {
 	live := func(context.Context) (quote, error) { return quote{"socks", 3}, nil }
 	call := func(degraded func(context.Context) (quote, error)) {
 		t.Helper()
-		h.sig.verify.nextAt.Store(0)
+		h.sig.verifyState().nextAt.Store(0)
 		got, err := Verify(context.Background(), h, live, degraded)
 		if err != nil || got != (quote{"socks", 3}) {
 			t.Fatalf("Verify = %v, %v; want live's result", got, err)
@@ -292,12 +292,12 @@ func TestVerifyHelper(t *testing.T) {
 	if s := verified(t, h, 2); s.Error != 1 {
 		t.Errorf("signal %+v, want an error", s)
 	}
-	h.sig.verify.nextAt.Store(0)
+	h.sig.verifyState().nextAt.Store(0)
 	if _, err := Verify(context.Background(), h, func(context.Context) (quote, error) { return quote{}, io.EOF },
 		func(context.Context) (quote, error) { panic("not called") }); !errors.Is(err, io.EOF) {
 		t.Errorf("live's error = %v, want EOF", err)
 	}
-	if h.sig.verify.busy.Load() {
+	if h.sig.verifyState().busy.Load() {
 		t.Error("a failed live call left a sample running")
 	}
 }
