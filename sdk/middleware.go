@@ -285,7 +285,9 @@ type MiddlewareOptions struct {
 	// required_fields) and the degraded one is thrown away. Matches,
 	// mismatches, errors, timeouts and the degraded path's latency count
 	// in the switch's fleet signals. Only list switches whose GET and HEAD
-	// handlers have no side effects: they run twice on a sample.
+	// handlers have no side effects: they run twice on a sample. Handler
+	// acts on it; guards used through Enter and Exit (sdk/ginx) do not
+	// sample: wrap the call in Verify there.
 	Verify []*Handle
 	// CriticalityHeader names the header carrying a request's criticality.
 	// Default CriticalityHeader ("X-Criticality"); "-" reads none.

@@ -87,7 +87,7 @@ type verifyRun struct {
 // sampleVerify takes a sample of the switch at now (unix nanoseconds) when
 // its token is due, the switch is a published L1 or L2 switch that is off
 // and does not disable verification, and no earlier run of it still
-// executes. Until the token is due it costs one atomic load; an
+// executes. Until the token is due it costs two atomic loads; an
 // ineligible switch also spends the token, so it is looked at once per
 // period.
 func (h *Handle) sampleVerify(now int64) *verifyRun {
