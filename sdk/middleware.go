@@ -282,7 +282,9 @@ type MiddlewareOptions struct {
 	// caller got the live answer, on another goroutine, with the switch on
 	// for that run only and a hard timeout (default 1s); the two answers
 	// are compared by shape (JSON types, key sets, the switch's
-	// required_fields) and the degraded one is thrown away. Matches,
+	// required_fields; on a difference the request is served live once
+	// more, and what two live answers disagree on is noise) and the
+	// degraded one is thrown away. Matches,
 	// mismatches, errors, timeouts and the degraded path's latency count
 	// in the switch's fleet signals. Only list switches whose GET and HEAD
 	// handlers have no side effects: they run twice on a sample. Handler

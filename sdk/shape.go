@@ -45,41 +45,70 @@ func decodeJSON(b []byte) (v any, ok bool) {
 	return v, true
 }
 
+// shapeDiff is one difference of shape: a JSON pointer ("" the document)
+// and what differs there.
+type shapeDiff struct{ path, what string }
+
+// String is "pointer: what" ("/items: missing", "/total: number, degraded
+// string"), the pointer cut at maxDiffPath bytes.
+func (d shapeDiff) String() string {
+	p := d.path
+	if p == "" {
+		p = "(document)"
+	}
+	if len(p) > maxDiffPath {
+		p = p[:maxDiffPath] + "…"
+	}
+	return p + ": " + d.what
+}
+
+// required marks the difference of a required field.
+const requiredMissing = "required, missing"
+
 // shapeDiffs returns how degraded differs in shape from live, at most
-// wire.MaxVerifyDiffs differences, each "pointer: what" ("/items:
-// missing", "/total: number, degraded string"). A null on either side
-// matches any type (an absent optional value); two non-empty arrays are
-// compared by their first elements. Every required pointer that resolves
-// in live must resolve in degraded ("/currency: required, missing").
-func shapeDiffs(live, degraded any, required []wire.Pointer) []string {
-	d := differ{}
+// limit differences. A null on either side matches any type (an absent
+// optional value); two non-empty arrays are compared by their first
+// elements. Every required pointer that resolves in live must resolve in
+// degraded ("/currency: required, missing").
+func shapeDiffs(live, degraded any, required []wire.Pointer, limit int) []shapeDiff {
+	d := differ{limit: limit}
 	d.walk("", live, degraded)
 	for _, p := range required {
 		if !p.Resolve(live) || p.Resolve(degraded) {
 			continue
 		}
-		if i := slices.Index(d.out, p.String()+": missing"); i >= 0 {
-			d.out[i] = p.String() + ": required, missing" // the walk found it first
+		if i := slices.Index(d.out, shapeDiff{p.String(), "missing"}); i >= 0 {
+			d.out[i].what = requiredMissing // the walk found it first
 			continue
 		}
-		d.add(p.String(), "required, missing")
+		d.add(p.String(), requiredMissing)
 	}
 	return d.out
 }
 
-type differ struct{ out []string }
+// withoutNoise drops the differences at paths where two live answers
+// already differ (Diffy's primary against a second primary): what varies
+// between live answers is no sign of a rotten fallback. A required field
+// is never noise.
+func withoutNoise(diffs, noise []shapeDiff) []shapeDiff {
+	kept := diffs[:0:0]
+	for _, d := range diffs {
+		if d.what == requiredMissing || !slices.ContainsFunc(noise, func(n shapeDiff) bool { return n.path == d.path }) {
+			kept = append(kept, d)
+		}
+	}
+	return kept
+}
+
+type differ struct {
+	limit int
+	out   []shapeDiff
+}
 
 func (d *differ) add(path, what string) {
-	if len(d.out) >= wire.MaxVerifyDiffs {
-		return
+	if len(d.out) < d.limit {
+		d.out = append(d.out, shapeDiff{path, what})
 	}
-	if path == "" {
-		path = "(document)"
-	}
-	if len(path) > maxDiffPath {
-		path = path[:maxDiffPath] + "…"
-	}
-	d.out = append(d.out, path+": "+what)
 }
 
 func (d *differ) walk(path string, live, degraded any) {

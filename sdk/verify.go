@@ -129,16 +129,19 @@ type answer struct {
 
 // shadow runs degraded under a context that sees the switch on, marked
 // degraded at its level, without the caller's cancellation and with the
-// switch's timeout, and records how its answer compares with live. It
-// runs on its own goroutine and never panics. A run past its timeout is
-// counted at once and abandoned; the switch is sampled again only after
-// the abandoned run returns, so a hanging degraded path holds at most one
+// switch's timeout, and records how its answer compares with live. When
+// the shapes differ, again (the live path once more) tells which
+// differences are noise: those between two live answers. It runs on its
+// own goroutine and never panics. A run past its timeout is counted at
+// once and abandoned; the switch is sampled again only after the
+// abandoned run returns, so a hanging degraded path holds at most one
 // goroutine per switch.
-func (r *verifyRun) shadow(ctx context.Context, live answer, degraded func(context.Context) (answer, error)) {
+func (r *verifyRun) shadow(parent context.Context, live answer, degraded, again func(context.Context) (answer, error)) {
 	v := r.v
 	defer v.busy.Store(false)
 	limit := r.sw.Verify.Limit()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+	parent = context.WithoutCancel(parent)
+	ctx, cancel := context.WithTimeout(parent, limit)
 	defer cancel()
 	ctx = WithDegraded(context.WithValue(ctx, verifyCtxKey{}, v), r.sw.Level)
 
@@ -152,7 +155,7 @@ func (r *verifyRun) shadow(ctx context.Context, live answer, degraded func(conte
 		}
 	})
 	start := time.Now()
-	got, err := callDegraded(ctx, degraded)
+	got, err := call(ctx, degraded)
 	took := time.Since(start)
 	if !state.CompareAndSwap(0, 1) {
 		return
@@ -164,55 +167,69 @@ func (r *verifyRun) shadow(ctx context.Context, live answer, degraded func(conte
 		v.errs.Add(1)
 		return
 	}
-	r.compare(live, got)
+	diffs := r.diffs(live, got, wire.MaxVerifyDiffs)
+	if len(diffs) > 0 && again != nil {
+		actx, cancel := context.WithTimeout(parent, limit)
+		if live2, err := call(actx, again); err == nil {
+			diffs = withoutNoise(diffs, r.diffs(live, live2, 4*wire.MaxVerifyDiffs))
+		}
+		cancel()
+	}
+	r.record(diffs)
 }
 
-// callDegraded calls degraded, turning a panic into an error.
-func callDegraded(ctx context.Context, degraded func(context.Context) (answer, error)) (a answer, err error) {
+// call calls fn, turning a panic and a 5xx answer into errors.
+func call(ctx context.Context, fn func(context.Context) (answer, error)) (a answer, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("sdk: degraded path panicked: %v", p)
+			err = fmt.Errorf("sdk: panicked: %v", p)
 		}
 	}()
-	a, err = degraded(ctx)
+	a, err = fn(ctx)
 	if err == nil && a.status >= http.StatusInternalServerError {
 		err = errDegradedStatus
 	}
 	return a, err
 }
 
-// compare counts a match or a mismatch and keeps a mismatch's diffs.
-func (r *verifyRun) compare(live, degraded answer) {
-	v := r.v
-	var diffs []string
-	if live.status != degraded.status {
-		diffs = append(diffs, fmt.Sprintf("(status): %d, degraded %d", live.status, degraded.status))
+// diffs compares an answer with the live one, at most limit differences.
+func (r *verifyRun) diffs(live, other answer, limit int) []shapeDiff {
+	var out []shapeDiff
+	if live.status != other.status {
+		out = append(out, shapeDiff{"(status)", fmt.Sprintf("%d, degraded %d", live.status, other.status)})
 	}
 	lv, _ := decodeJSON(live.body) // checked before the run
-	if dv, ok := decodeJSON(degraded.body); !ok {
-		diffs = append(diffs, "(document): JSON, degraded not JSON")
-	} else {
-		var required []wire.Pointer
-		if r.sw.Verify != nil {
-			for _, f := range r.sw.Verify.RequiredFields {
-				if p, err := wire.ParsePointer(f); err == nil {
-					required = append(required, p)
-				}
+	ov, ok := decodeJSON(other.body)
+	if !ok {
+		return append(out, shapeDiff{"", "JSON, degraded not JSON"})
+	}
+	var required []wire.Pointer
+	if r.sw.Verify != nil {
+		for _, f := range r.sw.Verify.RequiredFields {
+			if p, err := wire.ParsePointer(f); err == nil {
+				required = append(required, p)
 			}
 		}
-		diffs = append(diffs, shapeDiffs(lv, dv, required)...)
 	}
+	return append(out, shapeDiffs(lv, ov, required, limit)...)
+}
+
+// record counts a match (no differences) or a mismatch, whose
+// differences it keeps.
+func (r *verifyRun) record(diffs []shapeDiff) {
+	v := r.v
 	now := time.Now().Unix()
 	if len(diffs) == 0 {
 		v.match.Add(1)
 		v.lastMatch.Store(now)
 		return
 	}
-	if len(diffs) > wire.MaxVerifyDiffs {
-		diffs = diffs[:wire.MaxVerifyDiffs]
+	shown := make([]string, 0, min(len(diffs), wire.MaxVerifyDiffs))
+	for _, d := range diffs[:min(len(diffs), wire.MaxVerifyDiffs)] {
+		shown = append(shown, d.String())
 	}
 	v.mu.Lock()
-	v.diffs = diffs
+	v.diffs = shown
 	v.mu.Unlock()
 	v.mismatch.Add(1)
 	v.lastMismatch.Store(now)
@@ -224,7 +241,8 @@ func (r *verifyRun) compare(live, degraded answer) {
 // degraded on another goroutine, under a context in which h.On answers on,
 // with the switch's timeout, compares the two results marshaled to JSON by
 // shape and throws degraded's away; the outcome counts in the switch's
-// fleet signals. A panic, an error or a timeout of degraded is counted,
+// fleet signals. On a difference live runs once more there, and what two
+// live results disagree on is noise, not a mismatch. A panic, an error or a timeout of degraded is counted,
 // never returned. When live fails nothing is compared.
 //
 // Like GitHub's Scientist, it is for code without side effects: degraded
@@ -240,14 +258,17 @@ func Verify[T any](ctx context.Context, h *Handle, live, degraded func(context.C
 		run.release()
 		return v, err
 	}
-	go run.shadow(ctx, answer{body: body}, func(ctx context.Context) (answer, error) {
-		d, err := degraded(ctx)
-		if err != nil {
-			return answer{}, err
+	marshaled := func(fn func(context.Context) (T, error)) func(context.Context) (answer, error) {
+		return func(ctx context.Context) (answer, error) {
+			d, err := fn(ctx)
+			if err != nil {
+				return answer{}, err
+			}
+			b, err := json.Marshal(d)
+			return answer{body: b}, err
 		}
-		b, err := json.Marshal(d)
-		return answer{body: b}, err
-	})
+	}
+	go run.shadow(ctx, answer{body: body}, marshaled(degraded), marshaled(live))
 	return v, err
 }
 
@@ -263,13 +284,14 @@ func (r *verifyRun) shadowHTTP(next http.Handler, req *http.Request, status int,
 		r.release()
 		return
 	}
-	r.shadow(req.Context(), answer{status: status, body: body}, func(ctx context.Context) (answer, error) {
+	serve := func(ctx context.Context) (answer, error) {
 		rec := &recorder{header: http.Header{}, status: http.StatusOK}
 		shadowReq := req.WithContext(ctx)
 		shadowReq.Body = http.NoBody
 		next.ServeHTTP(rec, shadowReq)
 		return answer{status: rec.status, body: rec.body.Bytes()}, nil
-	})
+	}
+	r.shadow(req.Context(), answer{status: status, body: body}, serve, serve)
 }
 
 // recorder is the ResponseWriter of a degraded run: it keeps the status

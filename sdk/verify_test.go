@@ -48,8 +48,51 @@ func TestShapeDiffs(t *testing.T) {
 			}
 			req = append(req, p)
 		}
-		if got := shapeDiffs(lv, dv, req); !slices.Equal(got, tc.want) {
+		var got []string
+		for _, d := range shapeDiffs(lv, dv, req, wire.MaxVerifyDiffs) {
+			got = append(got, d.String())
+		}
+		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: diffs %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestVerifyIgnoresNoise: a member that two live answers already
+// disagree on (an optional promo) is noise, not a mismatch; a required
+// field stays one.
+func TestVerifyIgnoresNoise(t *testing.T) {
+	c := newTestClient(t, Config{InstanceID: "inst-1"})
+	publishLive(t, c, 1, []*wire.Switch{l1("promo", `{}`, nil), l1("promo-required", `{}`, &wire.Verify{RequiredFields: []string{"/promo"}})})
+	type page struct {
+		Items []string `json:"items"`
+		Promo *struct {
+			Code string `json:"code"`
+		} `json:"promo,omitempty"`
+	}
+	for _, tc := range []struct {
+		name      string
+		mismatch  uint64
+		liveCalls int
+	}{{"promo", 0, 2}, {"promo-required", 1, 2}} {
+		h := c.Switch(tc.name)
+		calls := 0
+		live := func(context.Context) (page, error) {
+			calls++
+			p := page{Items: []string{"socks"}}
+			if calls == 1 { // the caller's answer has a promo, the second live answer none
+				p.Promo = &struct {
+					Code string `json:"code"`
+				}{"XMAS"}
+			}
+			return p, nil
+		}
+		if _, err := Verify(context.Background(), h, live, func(context.Context) (page, error) { return page{Items: []string{}}, nil }); err != nil {
+			t.Fatal(err)
+		}
+		s := verified(t, h, 1)
+		if s.Mismatch != tc.mismatch || s.Match != 1-tc.mismatch || calls != tc.liveCalls {
+			t.Errorf("%s: signal %+v after %d live calls; want %d mismatches after %d", tc.name, s, calls, tc.mismatch, tc.liveCalls)
 		}
 	}
 }
