@@ -89,6 +89,9 @@ const (
 	ChannelTest Action = "channel.test"
 )
 
+// FindingAck is a person's acknowledgement of an open finding.
+const FindingAck Action = "finding.ack"
+
 // RetentionPrune is the leader's deletion of history older than the
 // retention age (server/retention): one event per prune.
 const RetentionPrune Action = "retention.prune"
@@ -107,6 +110,7 @@ var Actions = []Action{
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
+	FindingAck,
 	RetentionPrune,
 	Drift,
 }
