@@ -20,8 +20,8 @@ import (
 
 // TestSwitchPageFallbackVerification: an SDK instance verifies the off L1
 // switch "recs" through its middleware; the switch page says the fallback
-// was verified on 1/1 instances, and after a change that drops a field
-// from the fallback it names the missing path instead.
+// was verified on 1/1 instances, and after a change that turns a field of
+// the fallback into another type it names that path instead.
 func TestSwitchPageFallbackVerification(t *testing.T) {
 	var etcdEndpoint string
 	c := startConsoleWith(t, webui.Options{Clock: fastClock{}}, func(cfg *console.Config) { etcdEndpoint = cfg.EtcdEndpoints[0] })
@@ -75,11 +75,13 @@ func TestSwitchPageFallbackVerification(t *testing.T) {
 		}
 	}
 	within(t, 30*time.Second, "the page says the fallback is verified", pageHas("on 1/1 instances"))
-	broken := json.RawMessage(`{"items":[]}`)
-	if _, _, err := c.Service.PatchSwitch(ctx, admin, "checkout", "recs", server.SwitchPatch{Fallback: &broken, Version: &sw.Version, Reason: "drop currency"}); err != nil {
+	// The currency turns into a number (a patch merges into the stored
+	// fallback, so a member is changed rather than left out).
+	broken := json.RawMessage(`{"items":[],"currency":7}`)
+	if _, _, err := c.Service.PatchSwitch(ctx, admin, "checkout", "recs", server.SwitchPatch{Fallback: &broken, Version: &sw.Version, Reason: "currency as a number"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 30*time.Second, "the page names the missing path", pageHas("/currency: missing"))
+	within(t, 30*time.Second, "the page names the differing path", pageHas("/currency: string, degraded number"))
 }
 
 // within polls cond until it holds or d has passed.
