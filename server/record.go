@@ -159,13 +159,8 @@ func updateChange[T any, P entity[T]](s *Service, op entityOp, mutate func(P) er
 			return "", nil, nil, err
 		}
 		op.stamp(next.base(), old.Version+1, s.now())
-		res := tx.Model(P(new(T))).Where("id = ? AND version = ?", old.ID, old.Version).
-			Select("*").Omit("id", "created_at").Updates(next)
-		if res.Error != nil {
-			return "", nil, nil, res.Error
-		}
-		if res.RowsAffected == 0 {
-			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
+		if err := UpdateVersioned(tx, P(new(T)), Versioned{ID: old.ID, Version: old.Version, What: cur.Target(), Sent: op.Version}, next); err != nil {
+			return "", nil, nil, err
 		}
 		*out = next
 		return next.Target(), cur.describe(), next.describe(), nil
@@ -183,12 +178,8 @@ func remove[T any, P entity[T]](ctx context.Context, s *Service, op entityOp) (R
 		if err := CheckVersion(op.Version, old.Version); err != nil {
 			return "", nil, nil, err
 		}
-		res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))
-		if res.Error != nil {
-			return "", nil, nil, res.Error
-		}
-		if res.RowsAffected == 0 {
-			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
+		if err := DeleteVersioned(tx, P(new(T)), Versioned{ID: old.ID, Version: old.Version, What: cur.Target(), Sent: op.Version}); err != nil {
+			return "", nil, nil, err
 		}
 		return cur.Target(), cur.describe(), nil, nil
 	}))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkFlipUnderJobs(b *testing.B) {
 		app := fmt.Sprintf("drilled-%d", i)
 		mustStatus(b, call(b, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"bench"}`), 202)
 	}
-	eventually(b, 60*time.Second, "5 drills running and 200 rules evaluated", func() bool {
+	servertest.Eventually(b, 60*time.Second, "5 drills running and 200 rules evaluated", func() bool {
 		var running, evaluated int64
 		db := e.db(b)
 		db.Table("drill_runs").Where("finished_at IS NULL AND started_at IS NOT NULL").Count(&running)
@@ -81,7 +82,7 @@ func BenchmarkFlipUnderJobs(b *testing.B) {
 		app := fmt.Sprintf("drilled-%d", i)
 		mustStatus(b, call(b, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs/1/abort", adminToken, `{"reason":"bench over"}`), 200)
 	}
-	eventually(b, 60*time.Second, "the drills end", func() bool {
+	servertest.Eventually(b, 60*time.Second, "the drills end", func() bool {
 		var open int64
 		e.db(b).Table("drill_runs").Where("finished_at IS NULL").Count(&open)
 		return open == 0

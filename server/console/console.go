@@ -262,7 +262,7 @@ func (c *Console) open(ctx context.Context) error {
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
-	apiDomains, webDomains, err := c.wireDomains(reg)
+	apiDomains, webDomains, err := c.runDomains(c.domains(reg))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/drill"
 )
@@ -69,7 +70,7 @@ func TestDrillCapacity(t *testing.T) {
 		seedDrill(t, c, app, url, capacity)
 		waitInstances(t, c, app, 1)
 		// The baseline needs a load: wait until the fleet has a rate.
-		eventually(t, 20*time.Second, app+" reports backend calls", func() bool {
+		servertest.Eventually(t, 20*time.Second, app+" reports backend calls", func() bool {
 			for _, in := range c.Fleet.Instances(app) {
 				for _, l := range in.Limits {
 					if l.Resource == "recs-backend" && l.AllowedRate > 0 {

@@ -161,13 +161,13 @@ type Filter struct {
 // ParseFilter reads the filters people give — kind, app and state (open,
 // resolved or all; empty is open) — naming each one that is wrong.
 func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
-	var bad []*server.FieldError
+	var bad server.FieldErrors
 	f := Filter{Kind: Kind(kind), App: app}
 	if f.Kind != "" && !f.Kind.Valid() {
-		bad = append(bad, &server.FieldError{Field: "kind", Msg: "is not a finding kind"})
+		bad.Add("kind", "is not a finding kind")
 	}
 	if f.App != "" && !wire.ValidApp(f.App) {
-		bad = append(bad, &server.FieldError{Field: "app", Msg: "must match ^[a-z0-9][a-z0-9._-]{0,62}$"})
+		bad.Add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	switch state {
 	case "open", "":
@@ -176,7 +176,7 @@ func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
 		f.Resolved = true
 	case "all":
 	default:
-		bad = append(bad, &server.FieldError{Field: "state", Msg: `must be "open", "resolved" or "all"`})
+		bad.Add("state", `must be "open", "resolved" or "all"`)
 	}
 	return f, bad
 }

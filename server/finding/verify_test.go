@@ -141,7 +141,7 @@ func TestFallbackMismatchFinding(t *testing.T) {
 	}
 	start := time.Now()
 	var open []finding.Finding
-	within(t, 30*time.Second, "fallback_mismatch opens", func() bool { open = openMismatch(); return len(open) == 1 })
+	servertest.Eventually(t, 30*time.Second, "fallback_mismatch opens", func() bool { open = openMismatch(); return len(open) == 1 })
 	took := time.Since(start)
 	t.Logf("fallback_mismatch after %v: %s", took.Round(time.Millisecond), open[0].Summary)
 	if took > 2*period {
@@ -161,7 +161,7 @@ func TestFallbackMismatchFinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(sw)
-	within(t, 30*time.Second, "fallback_mismatch resolves", func() bool { return len(openMismatch()) == 0 })
+	servertest.Eventually(t, 30*time.Second, "fallback_mismatch resolves", func() bool { return len(openMismatch()) == 0 })
 	v := m.Switch(app, "recs").Verification
 	if v == nil || v.Verified != 1 || v.Instances != 1 || v.LastMatch == nil {
 		t.Fatalf("fleet verification after the fix: %+v", v)
@@ -180,17 +180,5 @@ func TestFallbackMismatchFinding(t *testing.T) {
 	sig := m.Switch(app, "recs")
 	if sig.DegradedRate != 0 || sig.FallbackRate != 0 {
 		t.Errorf("shadow runs counted as degraded answers: %+v", sig)
-	}
-}
-
-// within waits for cond until d has passed.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -94,7 +94,7 @@ type formParser struct {
 	// from, when set, holds the values instead of the posted form (a
 	// draft carried in a URL's query).
 	from url.Values
-	errs []*server.FieldError
+	errs server.FieldErrors
 }
 
 func (p *formParser) str(name string) string {
@@ -156,13 +156,6 @@ func (p *formParser) list(name string) []string {
 	return out
 }
 
-func (p *formParser) add(field, msg string) {
-	p.errs = append(p.errs, &server.FieldError{Field: field, Msg: msg})
-}
+func (p *formParser) add(field, msg string) { p.errs.Add(field, msg) }
 
-func (p *formParser) err() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: p.errs}
-}
+func (p *formParser) err() error { return p.errs.Err() }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -74,24 +75,12 @@ func TestSwitchPageFallbackVerification(t *testing.T) {
 			return strings.Contains(body, want)
 		}
 	}
-	within(t, 30*time.Second, "the page says the fallback is verified", pageHas("on 1/1 instances"))
+	servertest.Eventually(t, 30*time.Second, "the page says the fallback is verified", pageHas("on 1/1 instances"))
 	// The currency turns into a number (a patch merges into the stored
 	// fallback, so a member is changed rather than left out).
 	broken := json.RawMessage(`{"items":[],"currency":7}`)
 	if _, _, err := c.Service.PatchSwitch(ctx, admin, "checkout", "recs", server.SwitchPatch{Fallback: &broken, Version: &sw.Version, Reason: "currency as a number"}); err != nil {
 		t.Fatal(err)
 	}
-	within(t, 30*time.Second, "the page names the differing path", pageHas("/currency: string, degraded number"))
-}
-
-// within polls cond until it holds or d has passed.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	servertest.Eventually(t, 30*time.Second, "the page names the differing path", pageHas("/currency: string, degraded number"))
 }

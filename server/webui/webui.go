@@ -23,12 +23,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
-	"github.com/switchyard-io/switchyard/server/drill"
-	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
-	"github.com/switchyard-io/switchyard/server/notify"
-	"github.com/switchyard-io/switchyard/server/rollout"
-	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -61,44 +56,8 @@ type Deps struct {
 	Etcd      *clientv3.Client
 	Namespace string
 	Logger    *slog.Logger
-	Domains   Domains
-}
-
-// Domains are the services of the job domains (staged rollouts,
-// auto-triggers, drills, expiry and findings, notification channels); each
-// has a file of pages here, which registerDomains mounts.
-type Domains struct {
-	Drills *drill.Service
-	// Expiry: the switch page's expiry banner and renew form, the
-	// Overview's findings, the Findings page (expiry.go).
-	Expiry *expiry.Service
-	// Channels: the notification channels page (channels.go).
-	Channels *notify.Service
-	// Triggers are the auto-trigger rules (triggers.go).
-	Triggers *trigger.Service
-	// Rollouts are the staged rollouts (rollouts.go).
-	Rollouts *rollout.Service
-}
-
-// registerDomains mounts each job domain's pages on in (signed in, CSRF
-// checked) and registers its sections of the switch page and the Overview
-// (sections.go).
-func (h *handler) registerDomains(in *gin.RouterGroup) {
-	if h.domains.Drills != nil {
-		drillPages{h, h.domains.Drills}.register(in)
-	}
-	if h.domains.Expiry != nil {
-		h.registerExpiry(in, h.domains.Expiry)
-	}
-	if h.domains.Channels != nil {
-		h.registerChannels(in, h.domains.Channels)
-	}
-	if h.domains.Triggers != nil {
-		h.registerTriggers(in, h.domains.Triggers)
-	}
-	if h.domains.Rollouts != nil {
-		h.registerRollouts(in)
-	}
+	// Domains are the job domains' pages (domains.go).
+	Domains []Pages
 }
 
 // UI is the web console.
@@ -141,7 +100,7 @@ type handler struct {
 	// onSwitch and onOverview are the job domains' sections (sections.go).
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
-	domains    Domains
+	domains    []Pages
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -196,7 +155,11 @@ func (h *handler) routes(r *gin.Engine) {
 	in.POST("/admin/users/:username", h.updateUser)
 	in.POST("/admin/tokens", h.createToken)
 	in.POST("/admin/tokens/:id/revoke", h.revokeToken)
-	h.registerDomains(in)
+	for _, d := range h.domains {
+		if d.mount != nil {
+			d.mount(h, in)
+		}
+	}
 }
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
