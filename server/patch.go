@@ -58,10 +58,17 @@ func PatchOf(fields map[string]any) Patch {
 // Names reports whether the patch names the top-level member field (with
 // a value or null).
 func (p *Patch) Names(field string) bool {
+	_, ok := p.Member(field)
+	return ok
+}
+
+// Member returns the top-level member field of the patch as written
+// (null included) and whether the patch has it.
+func (p *Patch) Member(field string) (json.RawMessage, bool) {
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(p.Fields, &m)
-	_, ok := m[field]
-	return ok
+	v, ok := m[field]
+	return v, ok
 }
 
 // Without returns the patch without the top-level members fields.

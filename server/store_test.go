@@ -103,11 +103,20 @@ func TestSwitchLifecycle(t *testing.T) {
 		if _, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "stale", Version: ptr[int64](1)}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("stale version: %v", err)
 		}
+		// A fallback in a patch replaces the stored one whole: it is the
+		// service's payload, not a document the console merges into.
+		var replace SwitchPatch
+		if err := json.Unmarshal([]byte(`{"reason":"smaller fallback","fallback":{"source":"static"}}`), &replace); err != nil {
+			t.Fatal(err)
+		}
+		if sw, _, err := svc.PatchSwitch(ctx, operator, "checkout", "recommend", replace); err != nil || sw.Fallback != `{"source":"static"}` {
+			t.Fatalf("fallback patched to %s (%v), want it replaced", sw.Fallback, err)
+		}
 		patched, _, err := svc.PatchSwitch(ctx, operator, "checkout", "recommend", SwitchPatch{Reason: "doc", Description: ptr("recommendations"), Level: ptr(wire.L3)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if patched.Level != wire.L3 || patched.Fallback != "" || patched.Description != "recommendations" || patched.Version != 3 {
+		if patched.Level != wire.L3 || patched.Fallback != "" || patched.Description != "recommendations" || patched.Version != 4 {
 			t.Fatalf("patched: %+v", patched)
 		}
 		off, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "recovered"})
@@ -130,14 +139,14 @@ func TestSwitchLifecycle(t *testing.T) {
 			t.Fatalf("after delete: %v", err)
 		}
 		all, _, _ := audit.List(ctx, svc.DB(), audit.Filter{Target: "switch/checkout/recommend"})
-		if len(all) != 6 {
-			t.Fatalf("want 6 audit events, got %d", len(all))
+		if len(all) != 7 {
+			t.Fatalf("want 7 audit events, got %d", len(all))
 		}
-		if got := count(t, svc.DB(), "outbox"); got != 6 {
-			t.Fatalf("want 6 outbox rows without a publisher, got %d", got)
+		if got := count(t, svc.DB(), "outbox"); got != 7 {
+			t.Fatalf("want 7 outbox rows without a publisher, got %d", got)
 		}
 		res, err := audit.Verify(ctx, svc.DB())
-		if err != nil || !res.OK() || res.Events != 6 {
+		if err != nil || !res.OK() || res.Events != 7 {
 			t.Fatalf("verify: %+v %v", res, err)
 		}
 	})

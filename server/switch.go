@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -349,6 +350,15 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	v := mp.Merge(s.fields(), &in)
 	if mp.Names("name") {
 		v.Add("name", "cannot be changed; create a switch with the new name and delete this one")
+	}
+	// The fallback is the service's payload, opaque to the console: a
+	// patch naming it replaces it whole (null removes it) rather than
+	// merging into it member by member.
+	if raw, ok := mp.Member("fallback"); ok {
+		in.Fallback = nil
+		if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			in.Fallback = raw
+		}
 	}
 	// Per-level fields do not outlive a level change.
 	if in.Level != wire.L1 && !mp.Names("fallback") {

@@ -19,9 +19,9 @@ import (
 )
 
 // fieldErr matches the error of the input named input, shown right under
-// it and naming its label.
+// it, naming its label and starting with msg (a hint may follow).
 func fieldErr(input, label, msg string) *regexp.Regexp {
-	return regexp.MustCompile(`name="` + regexp.QuoteMeta(input) + `"[^>]*>\s*<span class="ferr" role="alert">` + regexp.QuoteMeta(label+": "+msg) + `</span>`)
+	return regexp.MustCompile(`name="` + regexp.QuoteMeta(input) + `"[^>]*>\s*<span class="ferr" role="alert">` + regexp.QuoteMeta(label+": "+msg) + `[^<]*</span>`)
 }
 
 // TestFormsNameTheirFields: a form's error stands under the input it is
