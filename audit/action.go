@@ -34,6 +34,9 @@ const (
 	UserPassword Action = "user.password"
 	TokenCreate  Action = "token.create"
 	TokenRevoke  Action = "token.revoke"
+	// UserSignIn is a sign-in with a password while single sign-on is
+	// configured: break-glass, audited and notified.
+	UserSignIn Action = "user.signin"
 )
 
 // Actions on a switch's expiry.
@@ -101,7 +104,7 @@ const Drift Action = "drift"
 var Actions = []Action{
 	SwitchCreate, SwitchUpdate, SwitchOn, SwitchOff, SwitchRollback, SwitchRestore, SwitchDelete,
 	LimitCreate, LimitUpdate, LimitOn, LimitOff, LimitDelete,
-	UserCreate, UserUpdate, UserPassword, TokenCreate, TokenRevoke,
+	UserCreate, UserUpdate, UserPassword, UserSignIn, TokenCreate, TokenRevoke,
 	SwitchRenew,
 	RolloutCreate, RolloutPause, RolloutResume, RolloutAbort, RolloutAdvance, RolloutDone, RolloutRevert,
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,

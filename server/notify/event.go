@@ -35,6 +35,9 @@ const (
 	FindingOpened    Kind = "finding.opened"
 	FindingResolved  Kind = "finding.resolved"
 	ChannelTest      Kind = "channel.test"
+	// SignInLocal: someone signed in with a password while single
+	// sign-on is configured (break-glass).
+	SignInLocal Kind = "signin.local"
 	// AuditCheckpoint carries each signed checkpoint of the audit log, so
 	// receivers keep copies the console cannot take back.
 	AuditCheckpoint Kind = "audit.checkpoint"
@@ -46,7 +49,7 @@ var Kinds = []Kind{
 	DrillPassed, DrillFailed, DrillInterrupted,
 	RolloutPaused, RolloutReverted, RolloutDone,
 	ExpiryReminder, ExpiryEscalation, ExpiryTurnedOff,
-	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint,
+	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint, SignInLocal,
 }
 
 // Valid reports whether k is a known kind.

@@ -62,6 +62,8 @@ type Deps struct {
 	Namespace string
 	Logger    *slog.Logger
 	Domains   Domains
+	// SignIn is single sign-on and the local accounts' policy (sso.go).
+	SignIn SignIn
 }
 
 // Domains are the services of the job domains (staged rollouts,
@@ -119,7 +121,7 @@ func New(d Deps, o Options) *UI {
 		hub:      newHub(d.Etcd, db, d.Namespace),
 		signIn:   newSignInThrottle(o.Clock),
 		onSwitch: map[string]SwitchSection{}, onOverview: map[string]OverviewSection{},
-		domains: d.Domains,
+		domains: d.Domains, signInCfg: d.SignIn,
 	}
 	d.Service.OnCredentialsChange(endSessions)
 	h.hub.start()
@@ -142,6 +144,7 @@ type handler struct {
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
 	domains    Domains
+	signInCfg  SignIn
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -161,6 +164,10 @@ func (h *handler) routes(r *gin.Engine) {
 	ui.StaticFS("/static", http.FS(static))
 	ui.GET("/login", h.loginPage)
 	ui.POST("/login", h.login)
+	if h.signInCfg.SSO != nil {
+		ui.GET("/login/oidc", h.ssoStart)
+		ui.GET("/login/oidc/callback", h.ssoCallback)
+	}
 
 	r.NoRoute(h.notFound)
 
