@@ -92,6 +92,18 @@ const (
 	ChannelTest Action = "channel.test"
 )
 
+// Actions on approval policies and change requests.
+const (
+	// PolicyUpdate sets an app's approval policy (admins).
+	PolicyUpdate   Action = "policy.update"
+	RequestCreate  Action = "request.create"
+	RequestUpdate  Action = "request.update"
+	RequestApprove Action = "request.approve"
+	RequestDeny    Action = "request.deny"
+	// ReviewClose closes the review of a break-glass with a note.
+	ReviewClose Action = "review.close"
+)
+
 // RetentionPrune is the leader's deletion of history older than the
 // retention age (server/retention): one event per prune.
 const RetentionPrune Action = "retention.prune"
@@ -110,6 +122,7 @@ var Actions = []Action{
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
+	PolicyUpdate, RequestCreate, RequestUpdate, RequestApprove, RequestDeny, ReviewClose,
 	RetentionPrune,
 	Drift,
 }

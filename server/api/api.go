@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/approval"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
@@ -56,6 +57,8 @@ type Domains struct {
 	Triggers *trigger.Service
 	// Rollouts are the staged rollouts (rollouts.go).
 	Rollouts *rollout.Service
+	// Approvals review break-glass (approvals.go).
+	Approvals *approval.Service
 }
 
 // registerDomains mounts each job domain's routes: apps is
@@ -102,7 +105,7 @@ func Register(r *gin.Engine, cfg Config) {
 	r.GET("/readyz", h.ready)
 
 	v1 := r.Group("/api/v1", authenticate(cfg.Service))
-	apps := v1.Group("/apps/:app", checkApp)
+	apps := v1.Group("/apps/:app", checkApp, breakGlass)
 	apps.GET("/switches", h.listSwitches)
 	apps.POST("/switches", h.createSwitch)
 	apps.GET("/switches/:name", h.getSwitch)
@@ -132,6 +135,7 @@ func Register(r *gin.Engine, cfg Config) {
 	v1.GET("/users/:username", h.getUser)
 	v1.PATCH("/users/:username", h.patchUser)
 	registerDomains(apps, v1, cfg.Domains)
+	registerApprovals(apps, v1, h, cfg.Domains.Approvals)
 	v1.GET("/tokens", h.listTokens)
 	v1.POST("/tokens", h.createToken)
 	v1.DELETE("/tokens/:id", h.revokeToken)

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/approval"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -79,6 +80,14 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	}
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers
+
+	// Approvals: held changes and their decisions reach the channels; a
+	// break-glass opens a review that escalates when overdue.
+	approvals := approval.New(c.Service)
+	if err := c.addJobs(approvals.Job(time.Minute)); err != nil {
+		return ad, wd, err
+	}
+	ad.Approvals = approvals
 
 	// Retention: the leader prunes each domain's old history.
 	err = c.addJobs(retention.New(retention.Config{Service: c.Service, Age: c.Config.Retention, Pruners: []retention.Pruner{

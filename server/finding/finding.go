@@ -36,6 +36,9 @@ const (
 	// TriggerOverridden: another automation changed a switch against
 	// what its auto-trigger held; the rule locked.
 	TriggerOverridden Kind = "trigger_overridden"
+	// BreakGlassReview: a held change was applied without approval;
+	// another person must review it (server/approval).
+	BreakGlassReview Kind = "break_glass_review"
 )
 
 // Severities.

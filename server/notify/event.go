@@ -38,6 +38,16 @@ const (
 	// SignInLocal: someone signed in with a password while single
 	// sign-on is configured (break-glass).
 	SignInLocal Kind = "signin.local"
+	// Change requests: made, edited (approvals cleared), approved, denied,
+	// applied; the requester is named in the title and data.
+	RequestCreated  Kind = "request.created"
+	RequestUpdated  Kind = "request.updated"
+	RequestApproved Kind = "request.approved"
+	RequestDenied   Kind = "request.denied"
+	RequestApplied  Kind = "request.applied"
+	// BreakGlass: a held change applied without approval, and a review of
+	// one left open too long.
+	BreakGlass Kind = "break_glass"
 	// AuditCheckpoint carries each signed checkpoint of the audit log, so
 	// receivers keep copies the console cannot take back.
 	AuditCheckpoint Kind = "audit.checkpoint"
@@ -50,6 +60,7 @@ var Kinds = []Kind{
 	RolloutPaused, RolloutReverted, RolloutDone,
 	ExpiryReminder, ExpiryEscalation, ExpiryTurnedOff,
 	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint, SignInLocal,
+	RequestCreated, RequestUpdated, RequestApproved, RequestDenied, RequestApplied, BreakGlass,
 }
 
 // Valid reports whether k is a known kind.
