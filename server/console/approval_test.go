@@ -27,7 +27,11 @@ type shiftClock struct {
 	shift time.Duration
 }
 
-func (s *shiftClock) Now() time.Time { s.mu.Lock(); defer s.mu.Unlock(); return time.Now().Add(s.shift) }
+func (s *shiftClock) Now() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Add(s.shift)
+}
 func (s *shiftClock) Add(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
