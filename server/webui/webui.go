@@ -155,6 +155,9 @@ type handler struct {
 	// findingCounts counts the open findings for the navigation bar (nil:
 	// no count).
 	findingCounts func(*gin.Context) *FindingCounts
+	// openRequests counts the change requests waiting, for the
+	// navigation bar's badge (requests.go).
+	openRequests func(*gin.Context) int
 }
 
 func (h *handler) routes(r *gin.Engine) {
@@ -204,6 +207,7 @@ func (h *handler) routes(r *gin.Engine) {
 	in.POST("/admin/tokens", h.createToken)
 	in.POST("/admin/tokens/:id/revoke", h.revokeToken)
 	h.registerDomains(in)
+	h.registerRequests(in)
 }
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
@@ -238,6 +242,8 @@ type page struct {
 	Fleet bool
 	// Findings are the open findings, counted for the navigation bar.
 	Findings *FindingCounts
+	// OpenRequests counts the change requests waiting (the badge).
+	OpenRequests int
 }
 
 // Err returns the error of field in form, if that form failed. A field
@@ -506,6 +512,9 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 	}
 	if p.User != nil && h.findingCounts != nil {
 		p.Findings = h.findingCounts(c)
+	}
+	if p.User != nil && h.openRequests != nil {
+		p.OpenRequests = h.openRequests(c)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
