@@ -115,6 +115,12 @@ type Config struct {
 	// docs/sso.md).
 	OIDC        OIDCConfig
 	LocalSignIn string
+	// SelfApproval lets the author of a change request approve it (off:
+	// another person must); RequestTTL is how long a request may wait
+	// before it expires. --allow-self-approval, --request-ttl and their
+	// SWITCHYARD_* twins.
+	SelfApproval bool
+	RequestTTL   time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -142,6 +148,7 @@ func DefaultConfig() Config {
 		Retention:           retention.DefaultAge,
 		OIDC:                OIDCConfig{GroupsClaim: "groups", Name: "SSO"},
 		LocalSignIn:         "all",
+		RequestTTL:          time.Hour,
 	}
 }
 
@@ -204,6 +211,8 @@ func (c *Config) settings() []setting {
 		{"oidc-default-role", "SWITCHYARD_OIDC_DEFAULT_ROLE", "`role` of a person no rule maps (empty: refused, strict; or viewer)", (*stringValue)(&c.OIDC.DefaultRole)},
 		{"oidc-redirect-url", "SWITCHYARD_OIDC_REDIRECT_URL", "callback `URL` registered at the identity provider (default: this console's URL as the browser reached it + /ui/login/oidc/callback)", (*stringValue)(&c.OIDC.RedirectURL)},
 		{"oidc-name", "SWITCHYARD_OIDC_NAME", "what the sign-in button names: \"Sign in with `name`\"", (*stringValue)(&c.OIDC.Name)},
+		{"allow-self-approval", "SWITCHYARD_ALLOW_SELF_APPROVAL", "let the author of a change request approve it (`true` or false; default false: another person must)", (*boolValue)(&c.SelfApproval)},
+		{"request-ttl", "SWITCHYARD_REQUEST_TTL", "how long a change request may wait to be applied before it expires (a `duration`)", (*durationValue)(&c.RequestTTL)},
 		{"local-sign-in", "SWITCHYARD_LOCAL_SIGN_IN", "who may sign in with a password while single sign-on is on: all, admins, or break-glass (admins, only while the identity provider is unreachable)", (*stringValue)(&c.LocalSignIn)},
 	}
 }
@@ -265,6 +274,7 @@ type (
 	stringValue   string
 	durationValue time.Duration
 	int64Value    int64
+	boolValue     bool
 	listValue     []string
 )
 
@@ -290,6 +300,17 @@ func (v *int64Value) Set(s string) error {
 	return nil
 }
 func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
+
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v = boolValue(b)
+	return nil
+}
+func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) IsBoolFlag() bool { return true }
 
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
@@ -369,6 +390,9 @@ func (c *Config) Validate() error {
 	}
 	for _, e := range c.validateSSO() {
 		bad(e.flag, "%s", e.msg)
+	}
+	if c.RequestTTL < time.Minute || c.RequestTTL > 7*24*time.Hour {
+		bad("request-ttl", "must be between 1m and 168h")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, "SWITCHYARD_BOOTSTRAP_TOKEN: must be at least 16 characters")

@@ -201,7 +201,7 @@ func (c *Console) open(ctx context.Context) error {
 	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
 		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: c.log, Metrics: metrics,
 	})
-	svcOpts := []server.ServiceOption{server.WithClock(c.opts.now)}
+	svcOpts := []server.ServiceOption{server.WithClock(c.opts.now), server.WithSelfApproval(cfg.SelfApproval), server.WithRequestTTL(cfg.RequestTTL)}
 	if c.opts.chainOnly {
 		svcOpts = append(svcOpts, server.WithoutAuditTree())
 	}
