@@ -213,10 +213,14 @@ type Audited struct {
 	// change it. "" is a global entity, which only admins change.
 	App   string
 	Apply func(tx *gorm.DB) (target string, before, after any, err error)
+	// Pending is the change as a change request would store it, for the
+	// changes the approval policy may hold (creating or changing an
+	// auto-trigger or a drill): see HoldAs.
+	Pending *Pending
 }
 
 func (a Audited) change() change {
-	c := change{Actor: a.Actor, Action: a.Action, Reason: a.Reason, Apply: a.Apply}
+	c := change{Actor: a.Actor, Action: a.Action, Reason: a.Reason, Apply: a.Apply, Pending: a.Pending}
 	if a.App == "" {
 		c.Authorize = func(x Actor) error { return x.mayAdmin("change global settings") }
 	} else {

@@ -41,6 +41,31 @@ type Pending struct {
 	Switch *SwitchPatch `json:"switch,omitempty"`
 	Limit  *LimitPatch  `json:"limit,omitempty"`
 	Change *Change      `json:"change,omitempty"`
+	// Body is the request body of a job domain's change (an auto-trigger
+	// or a drill created or changed), applied by the function registered
+	// for its kind (OnApplyPending).
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// HoldAs describes a job domain's change of app's entity name as a
+// change request would store it: kind is its audit action
+// ("trigger.create"), body the call's body as JSON.
+func HoldAs(kind audit.Action, app, name string, body any) *Pending {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil
+	}
+	return &Pending{Kind: string(kind), App: app, Name: name, Body: b}
+}
+
+// OnApplyPending registers how an approved request of kind (a job
+// domain's, see HoldAs) is applied: fn makes the change again as a,
+// through the domain's service. Register before serving.
+func (s *Service) OnApplyPending(kind audit.Action, fn func(ctx context.Context, a Actor, p Pending) error) {
+	if s.appliers == nil {
+		s.appliers = map[string]func(context.Context, Actor, Pending) error{}
+	}
+	s.appliers[string(kind)] = fn
 }
 
 // version returns where the body keeps its expected version.
@@ -82,6 +107,8 @@ func (p *Pending) validate() error {
 	}
 	ok, known := want[p.Kind]
 	switch {
+	case p.Body != nil:
+		// A job domain's change: its service validates the body.
 	case !known:
 		v.Add("kind", "must be one of switch.on, switch.off, switch.update, switch.delete, limit.update, limit.on, limit.off, limit.delete")
 	case !ok:
@@ -94,10 +121,8 @@ func (p *Pending) validate() error {
 }
 
 func (p *Pending) target() string {
-	if strings.HasPrefix(p.Kind, "limit.") {
-		return "limit/" + p.App + "/" + p.Name
-	}
-	return "switch/" + p.App + "/" + p.Name
+	entity, _, _ := strings.Cut(p.Kind, ".")
+	return entity + "/" + p.App + "/" + p.Name
 }
 
 // hash is the content hash approvals bind to.
@@ -528,7 +553,7 @@ func (s *Service) applyPending(ctx context.Context, a Actor, p Pending, reason s
 	if err := p.validate(); err != nil {
 		return Receipt{}, err
 	}
-	if strings.TrimSpace(reason) != "" {
+	if strings.TrimSpace(reason) != "" && p.Body == nil {
 		switch {
 		case p.Toggle != nil:
 			p.Toggle.Reason = reason
@@ -559,6 +584,12 @@ func (s *Service) applyPending(ctx context.Context, a Actor, p Pending, reason s
 		_, rc, err = s.SetLimitState(ctx, a, p.App, p.Name, wire.StateOff, *p.Toggle)
 	case "limit.delete":
 		rc, err = s.DeleteLimit(ctx, a, p.App, p.Name, *p.Change)
+	default:
+		apply, ok := s.appliers[p.Kind]
+		if !ok {
+			return Receipt{}, fmt.Errorf("server: no way to apply a request of kind %s", p.Kind)
+		}
+		err = apply(ctx, a, p)
 	}
 	return rc, err
 }

@@ -78,7 +78,13 @@ type ApprovalRequired struct {
 	version int64
 }
 
-func (e *ApprovalRequired) Error() string { return ErrApprovalRequired.Error() + ": " + e.Decision.Why }
+func (e *ApprovalRequired) Error() string {
+	msg := ErrApprovalRequired.Error() + ": " + e.Decision.Why
+	if e.Request != nil {
+		msg += fmt.Sprintf("; request %d waits for it", e.Request.ID)
+	}
+	return msg
+}
 
 func (e *ApprovalRequired) Unwrap() error { return ErrApprovalRequired }
 
@@ -162,6 +168,16 @@ func gateChange(c change, before, after any) (policy.Change, int64, bool) {
 			}
 		}
 	default:
+		// A job domain's change the policy may hold: a new or changed
+		// auto-trigger or drill. Its jobs then act under that approval.
+		switch c.Action {
+		case audit.TriggerCreate, audit.TriggerUpdate, audit.DrillCreate, audit.DrillUpdate:
+			if c.Pending == nil {
+				return pc, 0, false
+			}
+			pc.Kind, pc.App = string(c.Action), c.Pending.App
+			return pc, 0, true
+		}
 		return pc, 0, false
 	}
 	return pc, version, true

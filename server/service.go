@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"gorm.io/gorm"
@@ -22,6 +23,8 @@ type Service struct {
 	// approvalHooks run inside the transaction of every approval event
 	// (see OnApproval).
 	approvalHooks []func(tx *gorm.DB, e ApprovalEvent) error
+	// appliers apply the job domains' change requests (OnApplyPending).
+	appliers map[string]func(ctx context.Context, a Actor, p Pending) error
 	// selfApproval lets the author of a change request approve it.
 	selfApproval bool
 	// requestTTL is how long a change request may wait.

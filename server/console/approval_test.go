@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -280,5 +283,45 @@ func TestApprovalPolicyInput(t *testing.T) {
 	r = mustStatus(t, call(t, c, "GET", "/api/v1/apps/pay/policy", f.ann, ""), http.StatusOK)
 	if r.str("policy", "rules") != `["switch.on:L4","switch.on:L5","switch.delete","limit.raise","limit.delete","trigger.create","trigger.update","drill.create","drill.update"]` {
 		t.Fatalf("pay's policy: %s", r.Raw)
+	}
+}
+
+// TestApprovalAutomation: a new or changed auto-trigger on a protected
+// app waits for approval like a person's change (the approved request
+// creates it), and what the jobs do — a trigger's or rollout's turn-on of
+// L5, a drill's, expiry's turn-off — applies under that approval: no job
+// is held, and none is a way around a person's hold.
+func TestApprovalAutomation(t *testing.T) {
+	f := newApprovalFixture(t)
+	c := f.c
+	rule := `{"name":"cpu","switch":"writes","source":"fleet","query":"degraded_share{switch=\"writes\"}","trigger":{"op":">","threshold":0.5,"for":"1m"},"recover":{"op":"<","threshold":0.1,"for":"1m"},"reason":"automate INC-7"}`
+	r := mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/triggers", f.ann, rule), http.StatusAccepted)
+	if r.str("approval_required", "rule") != "trigger.create" {
+		t.Fatalf("held trigger: %s", r.Raw)
+	}
+	mustProblem(t, call(t, c, "GET", "/api/v1/apps/pay/triggers/cpu", f.ann, ""), http.StatusNotFound, "")
+	req := fmt.Sprintf("/api/v1/requests/%d", int(r.num("change_request", "id")))
+	mustStatus(t, call(t, c, "POST", req+"/approve", f.bob, `{"reason":"thresholds look right"}`), http.StatusOK)
+	mustStatus(t, call(t, c, "POST", req+"/apply", f.ann, ""), http.StatusOK)
+	mustStatus(t, call(t, c, "GET", "/api/v1/apps/pay/triggers/cpu", f.ann, ""), http.StatusOK)
+	// A change of the rule is held too; the unprotected app's is not.
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/pay/triggers/cpu", f.ann, `{"trigger":{"threshold":0.9},"reason":"less eager"}`), http.StatusAccepted)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/shop/triggers", f.ann, strings.Replace(rule, `"cpu"`, `"cpu2"`, 1)), http.StatusCreated)
+
+	ctx := context.Background()
+	for _, a := range []server.Actor{
+		server.JobActor(audit.ActorTrigger, "trigger/pay/cpu"),
+		server.JobActor(audit.ActorRollout, "rollout/pay/writes#1"),
+		server.JobActor(audit.ActorDrill, "drill/pay/writes#1"),
+	} {
+		if _, _, err := c.Service.TurnOn(ctx, a, "pay", "writes", server.Toggle{Reason: "job"}); err != nil {
+			t.Fatalf("%s's turn-on of L5 was held: %v", a.Kind, err)
+		}
+		if _, _, err := c.Service.TurnOff(ctx, server.JobActor(audit.ActorExpiry, "expiry/pay/writes"), "pay", "writes", server.Toggle{Reason: "expired"}); err != nil {
+			t.Fatalf("expiry's turn-off: %v", err)
+		}
+	}
+	if n := f.count(t, "change_requests", "author IN ?", []string{audit.ActorTrigger, audit.ActorRollout, audit.ActorDrill, audit.ActorExpiry}); n != 0 {
+		t.Fatalf("jobs made %d change requests", n)
 	}
 }

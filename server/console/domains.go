@@ -2,10 +2,13 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/approval"
 	"github.com/switchyard-io/switchyard/server/drill"
@@ -80,6 +83,24 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	}
 	c.Service.OnPersonChange(triggers.OnPersonChange)
 	ad.Triggers, wd.Triggers = triggers, triggers
+	// A new or changed rule on a protected app waits for approval; the
+	// approved request makes the same call again.
+	c.Service.OnApplyPending(audit.TriggerCreate, func(ctx context.Context, a server.Actor, p server.Pending) error {
+		var in trigger.Input
+		if err := json.Unmarshal(p.Body, &in); err != nil {
+			return err
+		}
+		_, err := triggers.Create(ctx, a, p.App, in)
+		return err
+	})
+	c.Service.OnApplyPending(audit.TriggerUpdate, func(ctx context.Context, a server.Actor, p server.Pending) error {
+		var patch trigger.Patch
+		if err := json.Unmarshal(p.Body, &patch); err != nil {
+			return err
+		}
+		_, err := triggers.Update(ctx, a, p.App, p.Name, patch)
+		return err
+	})
 
 	// Approvals: held changes and their decisions reach the channels; a
 	// break-glass opens a review that escalates when overdue.

@@ -174,6 +174,22 @@ func (p *Patch) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// MarshalJSON writes the patch as it was sent (UnmarshalJSON's inverse),
+// so a change request stores it exactly.
+func (p Patch) MarshalJSON() ([]byte, error) {
+	m := map[string]json.RawMessage{}
+	if len(p.Fields) > 0 {
+		if err := json.Unmarshal(p.Fields, &m); err != nil {
+			return nil, err
+		}
+	}
+	if p.Version != nil {
+		m["version"], _ = json.Marshal(*p.Version)
+	}
+	m["reason"], _ = json.Marshal(p.Reason)
+	return json.Marshal(m)
+}
+
 // Input returns the rule as a create body would write it.
 func (r *Rule) Input() Input {
 	v := r.config()
