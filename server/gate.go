@@ -183,11 +183,34 @@ func gateChange(c change, before, after any) (policy.Change, int64, bool) {
 	return pc, version, true
 }
 
+// rolloutChange describes a staged rollout plan for the policy: a plan
+// that turns its switch on engages it, so it is held like turning the
+// switch on at its level.
+func rolloutChange(tx *gorm.DB, c change) (policy.Change, bool) {
+	var in struct {
+		Direction string `json:"direction"`
+	}
+	_ = json.Unmarshal(c.Pending.Body, &in)
+	sw, err := load[Switch](tx, c.Pending.App, c.Pending.Name)
+	if err != nil {
+		return policy.Change{}, false
+	}
+	to := wire.StateOn // a plan's direction defaults to on
+	if in.Direction == wire.StateOff {
+		to = wire.StateOff
+	}
+	return policy.Change{Kind: string(audit.RolloutCreate), Level: string(sw.Level), From: sw.State, To: to,
+		App: c.Pending.App, Person: c.Actor.Person(), Cause: c.Actor.Cause}, true
+}
+
 // gate decides c inside tx. It answers the cause to record on the audit
 // event ("" : none) or an error that rolls the change back: an
 // *ApprovalRequired, or ErrForbidden for a refused break-glass.
 func (s *Service) gate(tx *gorm.DB, c change, before, after any) (string, error) {
 	pc, version, ok := gateChange(c, before, after)
+	if !ok && c.Action == audit.RolloutCreate && c.Pending != nil {
+		pc, ok = rolloutChange(tx, c)
+	}
 	if !ok {
 		return "", nil
 	}

@@ -287,8 +287,9 @@ func TestApprovalPolicyInput(t *testing.T) {
 }
 
 // TestApprovalAutomation: a new or changed auto-trigger on a protected
-// app waits for approval like a person's change (the approved request
-// creates it), and what the jobs do — a trigger's or rollout's turn-on of
+// app, and a staged plan that turns an L5 switch on, wait for approval
+// like a person's change (the approved request makes them), and what the
+// jobs do — a trigger's or rollout's turn-on of
 // L5, a drill's, expiry's turn-off — applies under that approval: no job
 // is held, and none is a way around a person's hold.
 func TestApprovalAutomation(t *testing.T) {
@@ -308,16 +309,33 @@ func TestApprovalAutomation(t *testing.T) {
 	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/pay/triggers/cpu", f.ann, `{"trigger":{"threshold":0.9},"reason":"less eager"}`), http.StatusAccepted)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/shop/triggers", f.ann, strings.Replace(rule, `"cpu"`, `"cpu2"`, 1)), http.StatusCreated)
 
+	// A staged plan that turns the L5 switch on is held; one on an L3
+	// switch is not.
+	r = mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/rollouts", f.ann, `{"switch":"writes","template":"default","reason":"stage INC-7"}`), http.StatusAccepted)
+	if r.str("approval_required", "rule") != "switch.on:L5" {
+		t.Fatalf("held plan: %s", r.Raw)
+	}
+	plan := fmt.Sprintf("/api/v1/requests/%d", int(r.num("change_request", "id")))
+	mustStatus(t, call(t, c, "POST", plan+"/approve", f.bob, `{"reason":"staged is safer"}`), http.StatusOK)
+	mustStatus(t, call(t, c, "POST", plan+"/apply", f.ann, ""), http.StatusOK)
+	if n := f.count(t, "rollouts", "app = ? AND switch_name = ?", "pay", "writes"); n != 1 {
+		t.Fatalf("plans of pay/writes after the apply: %d", n)
+	}
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/rollouts", f.ann, `{"switch":"recs","template":"default","reason":"stage recs"}`), http.StatusCreated)
+
+	// The jobs act on a switch of their own here: the plans above are
+	// still moving theirs.
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/switches", f.ann, `{"name":"ledger","level":"L5","reason":"setup"}`), http.StatusCreated)
 	ctx := context.Background()
 	for _, a := range []server.Actor{
 		server.JobActor(audit.ActorTrigger, "trigger/pay/cpu"),
 		server.JobActor(audit.ActorRollout, "rollout/pay/writes#1"),
 		server.JobActor(audit.ActorDrill, "drill/pay/writes#1"),
 	} {
-		if _, _, err := c.Service.TurnOn(ctx, a, "pay", "writes", server.Toggle{Reason: "job"}); err != nil {
+		if _, _, err := c.Service.TurnOn(ctx, a, "pay", "ledger", server.Toggle{Reason: "job"}); err != nil {
 			t.Fatalf("%s's turn-on of L5 was held: %v", a.Kind, err)
 		}
-		if _, _, err := c.Service.TurnOff(ctx, server.JobActor(audit.ActorExpiry, "expiry/pay/writes"), "pay", "writes", server.Toggle{Reason: "expired"}); err != nil {
+		if _, _, err := c.Service.TurnOff(ctx, server.JobActor(audit.ActorExpiry, "expiry/pay/ledger"), "pay", "ledger", server.Toggle{Reason: "expired"}); err != nil {
 			t.Fatalf("expiry's turn-off: %v", err)
 		}
 	}

@@ -42,6 +42,16 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 	}
 	c.Service.OnPersonChange(rollouts.OnPersonChange)
 	ad.Rollouts, wd.Rollouts = rollouts, rollouts
+	// A person's plan that turns an L4/L5 switch of a protected app on
+	// waits for approval; the approved request starts it.
+	c.Service.OnApplyPending(audit.RolloutCreate, func(ctx context.Context, a server.Actor, p server.Pending) error {
+		var in rollout.Input
+		if err := json.Unmarshal(p.Body, &in); err != nil {
+			return err
+		}
+		_, err := rollouts.Create(ctx, a, p.App, in)
+		return err
+	})
 
 	// Drills: scheduled exercises of a switch through lease-bound overrides.
 	var triggers *trigger.Service // built below; a run's report lists the rules it held

@@ -94,7 +94,8 @@ type Change struct {
 	// Kind is the entity and verb: "switch.on", "switch.off",
 	// "switch.update", "switch.create", "switch.delete", "limit.create",
 	// "limit.update", "limit.on", "limit.off", "limit.delete",
-	// "trigger.create", "trigger.update", "drill.create", "drill.update".
+	// "trigger.create", "trigger.update", "drill.create", "drill.update",
+	// "rollout.create" (a staged plan; To "on" when it turns its switch on).
 	Kind string
 	// Level is the switch's level after the change (L1…L5).
 	Level string
@@ -148,6 +149,11 @@ func (c Change) Rule() Rule {
 		// A switch is engaged when it goes from off to on, or changes
 		// level while on; its rule is named with the new level.
 		if c.To == "on" && (c.From == "off" || c.Kind == "switch.update") {
+			return Rule("switch.on:" + c.Level)
+		}
+	case "rollout.create":
+		// A staged plan that turns its switch on engages it.
+		if c.To == "on" {
 			return Rule("switch.on:" + c.Level)
 		}
 	case "switch.delete":
