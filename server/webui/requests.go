@@ -1,6 +1,8 @@
 package webui
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -74,6 +76,10 @@ func (h *handler) showRequest(c *gin.Context, status int, form string, ferr erro
 		return
 	}
 	data := map[string]any{"R": r, "Mine": r.Author == actor(c).Name}
+	var change bytes.Buffer
+	if json.Indent(&change, r.Change, "", "  ") == nil {
+		data["Change"] = change.String()
+	}
 	if pending, err := r.Pending(); err == nil && pending.Kind[:6] == "switch" {
 		if sw, err := h.svc.GetSwitch(c.Request.Context(), r.App, r.Name); err == nil {
 			data["Current"] = sw.View()
