@@ -175,6 +175,12 @@ func (r *ChangeRequest) Open(now time.Time) bool {
 	return (r.State == RequestPending || r.State == RequestApproved) && now.Before(r.ExpiresAt)
 }
 
+// auditView is the request as the audit log records it: the stored change
+// included.
+func (r *ChangeRequest) auditView() RequestView {
+	return RequestView{ChangeRequest: *r, Change: json.RawMessage(r.Body)}
+}
+
 // Approval is one person's approval of one content of a request.
 type Approval struct {
 	ID          int64     `gorm:"primaryKey" json:"-"`
@@ -258,7 +264,7 @@ func (s *Service) hold(ctx context.Context, c change, held *ApprovalRequired) er
 			if err := tx.Create(r).Error; err != nil {
 				return "", nil, nil, err
 			}
-			return r.Target(), nil, r, s.tellApproval(tx, ApprovalEvent{
+			return r.Target(), nil, r.auditView(), s.tellApproval(tx, ApprovalEvent{
 				Kind: EventRequested, Actor: c.Actor, App: p.App, Target: p.target(), Rule: r.Rule, Reason: r.Reason, Request: r, At: now,
 			})
 		},
@@ -373,7 +379,7 @@ func (s *Service) decide(ctx context.Context, a Actor, id int64, action audit.Ac
 			if out, err = s.requestView(tx, id); err != nil {
 				return "", nil, nil, err
 			}
-			return r.Target(), before, r, nil
+			return r.Target(), before.auditView(), r.auditView(), nil
 		},
 	})
 	return out, err
