@@ -48,7 +48,7 @@ fuzz:
 ## bench: the benchmarks behind the performance targets
 bench:
 	$(GO) test ./sdk -run '^$$' -bench . -benchmem
-	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker' -benchmem
+	$(GO) test ./sdk/... -run '^$$' -bench 'Allow|Breaker|Admit' -benchmem
 	$(GO) test ./server/... -run '^$$' -bench 'Flip$$'
 	$(GO) test ./server/console -run '^$$' -bench FlipUnderJobs -benchtime 500x
 	$(GO) test ./server/fleet -run '^$$' -bench Scale -benchtime 1x

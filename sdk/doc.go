@@ -128,8 +128,13 @@
 //
 // Client.Limiter(resource) returns a handle that enforces the resource's
 // published limit rule (token bucket, sliding window, concurrency, GCRA,
-// adaptive, breaker; mode shadow or enforce; scope instance or cluster;
-// key_by), rebuilt in place when the rule changes. Client.Middleware wraps
+// adaptive, breaker, and the overload levers throttle and system, CoDel
+// queueing, criticality reserves and warm-up; mode shadow or enforce;
+// scope instance or cluster; key_by), rebuilt in place when the rule
+// changes. Requests carry a criticality (WithCriticality, or the
+// CriticalityHeader the guards read); Client.RoundTripper and
+// grpcx.UnaryClientInterceptor enforce rules on outbound calls
+// (client-side throttling) and pass the criticality on. Client.Middleware wraps
 // a net/http handler: 429 with Retry-After for limits, 503 for an open
 // breaker and, with an L4 switch on, for every write; 202 through the
 // service's Enqueuer for writes under an L5 switch. sdk/ginx, sdk/grpcx and

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -46,7 +47,13 @@ type LimiterOption func(*limiterOptions)
 type limiterOptions struct {
 	clock     limit.Clock
 	isFailure func(error) bool
+	cpu       limit.CPUSource
 }
+
+// LimitCPU sets the CPU source a system rule reads (default: the client's
+// meter of its container's cgroup, sampled every 250 ms from the first
+// system rule until Close). Tests pass a fake.
+func LimitCPU(c limit.CPUSource) LimiterOption { return func(o *limiterOptions) { o.cpu = c } }
 
 // LimitClock sets the clock the resource's limiters read (default the
 // runtime's monotonic clock). Tests pass a limit.FakeClock.
@@ -81,8 +88,8 @@ type Limiter struct {
 
 	// decision counters, read at scrape time
 	allowed     atomic.Uint64
-	rejected    [4]atomic.Uint64 // by limit.Reason
-	wouldReject [4]atomic.Uint64
+	rejected    [reasonSlots]atomic.Uint64 // by limit.Reason
+	wouldReject [reasonSlots]atomic.Uint64
 	inflight    atomic.Int64
 	transitions [3][3]atomic.Uint64 // breaker from -> to
 }
@@ -92,10 +99,11 @@ type enforcer struct {
 	rule   *wire.LimitRule // effective rule (cluster share applied)
 	src    *wire.LimitRule // the published rule
 	shadow bool
-	hold   bool               // concurrency, adaptive, breaker: permits must be finished
+	hold   bool               // concurrency, adaptive, breaker, throttle, system: permits must be finished
+	queue  bool               // concurrency with a CoDel queue: guards wait for a slot
 	tb     *limit.TokenBucket // fast path for unkeyed token buckets
 	br     *limit.Breaker     // fast path for unkeyed breakers in enforce mode
-	slots  bool               // concurrency, adaptive: count in-flight requests
+	slots  bool               // concurrency, adaptive, system: count in-flight requests
 	lim    limit.Limiter      // unkeyed
 	keyed  *limit.Keyed       // key_by rules
 	header string             // key_by source header
@@ -157,6 +165,10 @@ func (c *Client) Limiter(resource string, opts ...LimiterOption) *Limiter {
 	if o.isFailure != nil {
 		l.opts = append(l.opts, limit.WithIsFailure(o.isFailure))
 	}
+	if o.cpu == nil {
+		o.cpu = &e.cpu
+	}
+	l.opts = append(l.opts, limit.WithCPU(o.cpu))
 	e.refreshLocked(l)
 	e.limiters.Store(resource, l)
 	// A change applied between the refresh and the Store was not seen by
@@ -189,11 +201,18 @@ func (l *Limiter) Rule() *wire.LimitRule {
 
 var admitAll = limit.Decision{OK: true}
 
+// reasonSlots sizes the per-reason counters: a power of two at least
+// limit.NumReasons, so indexing by Reason&(reasonSlots-1) needs no bounds check.
+const reasonSlots = 8
+
+var _ [reasonSlots - limit.NumReasons]struct{} // compile-time: reasonSlots ≥ NumReasons
+
 // Allow decides one request. For the rate kinds (token_bucket, gcra,
 // sliding_window) it is the admission itself; GCRA's Decision.Wait says how
 // long to wait before proceeding. For concurrency, adaptive and breaker rules
 // Allow only checks that a request would be admitted now and holds nothing;
-// guard the work with Admit, Acquire or Do instead. In shadow mode the
+// throttle and system rules decide only at admission, so Allow answers OK
+// for them. Guard such work with Admit, Acquire or Do. In shadow mode the
 // answer is always OK, with no Wait. Allow does not allocate.
 func (l *Limiter) Allow(ctx context.Context) limit.Decision {
 	e := l.cur.Load()
@@ -221,13 +240,13 @@ func (l *Limiter) AllowHeaders(ctx context.Context, h Headers) limit.Decision {
 func (l *Limiter) allowSlow(ctx context.Context, e *enforcer, h Headers) limit.Decision {
 	lim := e.limiter(ctx, h)
 	if !e.hold {
-		_, d := lim.Admit()
+		_, d := lim.AdmitAs(criticality(ctx))
 		return l.count(e, d)
 	}
-	var d limit.Decision
+	d := limit.Decision{OK: true}
 	switch x := lim.(type) {
 	case *limit.Concurrency:
-		d.OK = x.InFlight() < e.rule.Max
+		d.OK = x.Free(criticality(ctx))
 		d.Reason = limit.ReasonConcurrency
 	case *limit.Adaptive:
 		d.OK = x.InFlight() < x.Limit()
@@ -262,24 +281,34 @@ func (l *Limiter) AdmitHeaders(ctx context.Context, h Headers) (Permit, limit.De
 	if e.tb != nil {
 		return Permit{}, l.count(e, e.tb.Allow())
 	}
-	p, d := e.limiter(ctx, h).Admit()
+	p, d := e.limiter(ctx, h).AdmitAs(criticality(ctx))
 	return l.permit(e, p, d)
 }
 
 // Acquire admits one request, waiting where the rule allows it: for a slot
-// of a concurrency or adaptive rule until ctx ends, for GCRA's
-// Decision.Wait. A rejection is a *RejectError (errors.Is limit.ErrLimited or
-// limit.ErrOpen); a context that ends first returns its error.
-func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
+// of a concurrency or adaptive rule until ctx ends (a concurrency rule with
+// a CoDel queue gives up sooner, with reason queue_timeout), for GCRA's
+// Decision.Wait. A rejection is a *RejectError (errors.Is limit.ErrLimited
+// or limit.ErrOpen); a context that ends first returns its error.
+func (l *Limiter) Acquire(ctx context.Context) (Permit, error) { return l.AcquireHeaders(ctx, nil) }
+
+// AcquireHeaders is Acquire for a key_by rule whose key is a request header
+// (h may be nil for other rules).
+func (l *Limiter) AcquireHeaders(ctx context.Context, h Headers) (Permit, error) {
 	e := l.cur.Load()
 	if e == nil {
 		return Permit{}, nil
 	}
-	lim := e.limiter(ctx, nil)
+	lim := e.limiter(ctx, h)
 	if w, ok := lim.(interface {
-		Acquire(context.Context) (limit.Permit, error)
+		AcquireAs(context.Context, limit.Criticality) (limit.Permit, error)
 	}); ok && !e.shadow {
-		p, err := w.Acquire(ctx)
+		p, err := w.AcquireAs(ctx, criticality(ctx))
+		if errors.Is(err, limit.ErrLimited) {
+			d := limit.Decision{Reason: limit.ReasonQueueTimeout}
+			l.count(e, d)
+			return Permit{}, &RejectError{Resource: l.resource, Decision: d}
+		}
 		if err != nil {
 			return Permit{}, err
 		}
@@ -287,7 +316,7 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		l.inflight.Add(1)
 		return Permit{p: p, n: &l.inflight}, nil
 	}
-	p, d := lim.Admit()
+	p, d := lim.AdmitAs(criticality(ctx))
 	pm, d := l.permit(e, p, d)
 	if !d.OK {
 		return Permit{}, &RejectError{Resource: l.resource, Decision: d}
@@ -297,6 +326,28 @@ func (l *Limiter) Acquire(ctx context.Context) (Permit, error) {
 		return Permit{}, err
 	}
 	return pm, nil
+}
+
+// acquireDecision is AcquireHeaders for guards: a rejection as a Decision
+// (the context's end counts as queue_timeout: the request got no slot).
+func (l *Limiter) acquireDecision(ctx context.Context, h Headers) (Permit, limit.Decision) {
+	p, err := l.AcquireHeaders(ctx, h)
+	var re *RejectError
+	switch {
+	case err == nil:
+		return p, admitAll
+	case errors.As(err, &re):
+		return Permit{}, re.Decision
+	}
+	return Permit{}, limit.Decision{Reason: limit.ReasonQueueTimeout}
+}
+
+// Queues reports whether the rule makes requests wait for a slot (a
+// concurrency rule with a CoDel queue): guards then Acquire instead of
+// Admit.
+func (l *Limiter) Queues() bool {
+	e := l.cur.Load()
+	return e != nil && e.queue
 }
 
 // Do runs fn under the rule: it acquires (see Acquire), runs fn and finishes
@@ -343,10 +394,10 @@ func (l *Limiter) count(e *enforcer, d limit.Decision) limit.Decision {
 		return d
 	}
 	if e.shadow {
-		l.wouldReject[d.Reason&3].Add(1)
+		l.wouldReject[d.Reason&(reasonSlots-1)].Add(1)
 		return admitAll
 	}
-	l.rejected[d.Reason&3].Add(1)
+	l.rejected[d.Reason&(reasonSlots-1)].Add(1)
 	return d
 }
 
@@ -395,7 +446,7 @@ func (e *enforcer) limiter(ctx context.Context, h Headers) limit.Limiter {
 // most one request, or one request per second, per instance); it never
 // admits less.
 func ClusterShare(r *wire.LimitRule, n int) *wire.LimitRule {
-	if r.Scope != wire.ScopeCluster || n <= 1 || r.Kind == wire.KindBreaker {
+	if r.Scope != wire.ScopeCluster || n <= 1 || r.Kind == wire.KindBreaker || r.Kind == wire.KindThrottle || r.Kind == wire.KindSystem {
 		return r
 	}
 	s := *r
@@ -427,11 +478,30 @@ type enforcement struct {
 	peers    atomic.Int64
 	watching bool // watchPeers started; guarded by mu
 	metrics  *enforceMetrics
+	cpu      clientCPU
+}
+
+// clientCPU is the CPU meter system rules read by default: it starts
+// sampling on its first read and stops when the client closes.
+type clientCPU struct {
+	c    *Client
+	once sync.Once
+	m    *limit.CPUMeter
+}
+
+// CPUUsage implements limit.CPUSource.
+func (m *clientCPU) CPUUsage() float64 {
+	m.once.Do(func() {
+		m.m = limit.NewCPUMeter(nil)
+		m.c.background(func() { m.m.Run(m.c.ctx, limit.DefaultCPUInterval) })
+	})
+	return m.m.CPUUsage()
 }
 
 func (c *Client) enforcement() *enforcement {
 	c.enforceOnce.Do(func() {
 		e := &enforcement{c: c}
+		e.cpu.c = c
 		e.peers.Store(1)
 		e.metrics = newEnforceMetrics(e)
 		if r := c.cfg.Registerer; r != nil {
@@ -473,9 +543,10 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 		rule:   rule,
 		src:    pub,
 		shadow: rule.Mode == wire.ModeShadow,
-		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive,
+		slots:  rule.Kind == wire.KindConcurrency || rule.Kind == wire.KindAdaptive || rule.Kind == wire.KindSystem,
+		queue:  rule.Kind == wire.KindConcurrency && rule.QueueTarget > 0,
 	}
-	next.hold = next.slots || rule.Kind == wire.KindBreaker
+	next.hold = next.slots || rule.Kind == wire.KindBreaker || rule.Kind == wire.KindThrottle
 	var err error
 	if rule.KeyBy.Source != "" {
 		next.header, next.ctxKey = rule.KeyBy.Name, rule.KeyBy.Source == "context"
@@ -490,7 +561,9 @@ func (e *enforcement) refreshLocked(l *Limiter) {
 			prev = old.lim
 		}
 		next.lim, err = limit.Update(prev, rule, l.clock, l.opts...)
-		next.tb, _ = next.lim.(*limit.TokenBucket)
+		if rule.Reserve == 0 {
+			next.tb, _ = next.lim.(*limit.TokenBucket) // no criticality to weigh
+		}
 		if !next.shadow {
 			next.br, _ = next.lim.(*limit.Breaker)
 		}

@@ -48,7 +48,7 @@ func newEnforceMetrics(e *enforcement) *enforceMetrics {
 	}
 	m := &enforceMetrics{
 		e:           e,
-		decisions:   d("limit_decisions_total", "Limiter decisions by resource, decision (allowed, rejected, would_reject) and reason (none, rate_limited, concurrency_limited, breaker_open).", "resource", "decision", "reason"),
+		decisions:   d("limit_decisions_total", "Limiter decisions by resource, decision (allowed, rejected, would_reject) and reason (none, rate_limited, concurrency_limited, breaker_open, throttled, overloaded, queue_timeout).", "resource", "decision", "reason"),
 		inflight:    d("limit_in_flight", "Requests holding a slot of a concurrency or adaptive rule.", "resource"),
 		breaker:     d("breaker_state", "1 for the current state (closed, open, half_open) of a resource's circuit breaker, 0 for the others.", "resource", "state"),
 		transitions: d("breaker_transitions_total", "Circuit breaker state transitions.", "resource", "from", "to"),
@@ -80,7 +80,15 @@ func (m *enforceMetrics) Describe(ch chan<- *prometheus.Desc) {
 	m.served.Describe(ch)
 }
 
-var reasonLabels = [4]string{"none", limit.ReasonRate.String(), limit.ReasonConcurrency.String(), limit.ReasonBreakerOpen.String()}
+// reasonLabels are the reason label values by limit.Reason ("none" for
+// admitted).
+var reasonLabels = func() (l [limit.NumReasons]string) {
+	for i := range l {
+		l[i] = limit.Reason(i).String()
+	}
+	l[0] = "none"
+	return l
+}()
 
 var stateLabels = [3]string{"closed", "open", "half_open"}
 
@@ -97,8 +105,15 @@ func (m *enforceMetrics) Collect(ch chan<- prometheus.Metric) {
 		r := l.resource
 		counter(m.decisions, l.allowed.Load(), r, DecisionAllowed, reasonLabels[0])
 		for i := 1; i < len(reasonLabels); i++ {
-			counter(m.decisions, l.rejected[i].Load(), r, DecisionRejected, reasonLabels[i])
-			counter(m.decisions, l.wouldReject[i].Load(), r, DecisionWouldReject, reasonLabels[i])
+			// The reasons of the overload levers appear once they occur,
+			// so every resource does not carry six idle series.
+			rej, would := l.rejected[i].Load(), l.wouldReject[i].Load()
+			if i <= int(limit.ReasonBreakerOpen) || rej > 0 {
+				counter(m.decisions, rej, r, DecisionRejected, reasonLabels[i])
+			}
+			if i <= int(limit.ReasonBreakerOpen) || would > 0 {
+				counter(m.decisions, would, r, DecisionWouldReject, reasonLabels[i])
+			}
 		}
 		for from := range l.transitions {
 			for to := range l.transitions[from] {

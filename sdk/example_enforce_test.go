@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,12 +11,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/internal/embedetcd"
 	"github.com/switchyard-io/switchyard/sdk"
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -160,4 +163,50 @@ func ExampleClusterShare() {
 	// 1 instances: rate 100.00 burst 40
 	// 3 instances: rate 33.33 burst 14
 	// 500 instances: rate 1.00 burst 1
+}
+
+// Client-side throttling: calls to a dependency that refuses most of them
+// are refused locally, in proportion, instead of piling onto it; the
+// caller's criticality travels with the calls that are sent.
+func ExampleClient_RoundTripper() {
+	endpoint, cli, stop := exampleEtcd()
+	defer stop()
+	client, err := sdk.New(context.Background(), sdk.Config{Endpoints: []string{endpoint}, Namespace: "prod", App: "checkout",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	var sent atomic.Int64
+	var criticality atomic.Value
+	payments := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		criticality.Store(r.Header.Get(sdk.CriticalityHeader))
+		w.WriteHeader(http.StatusServiceUnavailable) // overloaded
+	}))
+	defer payments.Close()
+
+	ruleApplied := applied(client, "payments-api")
+	publish(cli, wire.LimitKey("prod", "checkout", "payments-api"), wire.LimitRule{App: "checkout", Resource: "payments-api",
+		Kind: wire.KindThrottle, Mode: wire.ModeEnforce, Scope: wire.ScopeInstance, Version: 1})
+	ruleApplied()
+
+	hc := &http.Client{Transport: client.RoundTripper("payments-api", nil)}
+	ctx := sdk.WithCriticality(context.Background(), sdk.Sheddable)
+	throttled := 0
+	for range 1000 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, payments.URL, nil)
+		resp, err := hc.Do(req)
+		if errors.Is(err, limit.ErrLimited) {
+			throttled++
+			continue
+		}
+		resp.Body.Close()
+	}
+	fmt.Println("sent fewer than 100 of 1000:", sent.Load() < 100, "; throttled the rest:", int(sent.Load())+throttled == 1000)
+	fmt.Println("criticality the backend saw:", criticality.Load())
+	// Output:
+	// sent fewer than 100 of 1000: true ; throttled the rest: true
+	// criticality the backend saw: sheddable
 }

@@ -21,6 +21,9 @@ const (
 	ReasonRateLimited            = "rate_limited"        // a rate rule rejected (429)
 	ReasonConcurrencyLimited     = "concurrency_limited" // a concurrency or adaptive rule rejected (429)
 	ReasonBreakerOpen            = "breaker_open"        // the resource's circuit breaker is open (503)
+	ReasonThrottled              = "throttled"           // client-side throttling refused an outbound call (never sent)
+	ReasonOverloaded             = "overloaded"          // system protection: CPU high and in-flight work above capacity (503)
+	ReasonQueueTimeout           = "queue_timeout"       // waited too long for a slot in a CoDel queue (503)
 	ReasonReadOnly               = "read_only"           // an L4 switch is on and the request writes (503)
 	ReasonQueueUnavailable       = "queue_unavailable"   // an L5 switch is on but writes cannot be queued here (503)
 	ReasonEnqueueFailed          = "enqueue_failed"      // the Enqueuer could not queue the write (503)
@@ -47,15 +50,29 @@ const (
 // highest level on), L4 (read_only) rejects writes, L5 (queue_writes) turns
 // writes into Queue. When both are on, L4 wins: no write is accepted.
 // Reads always proceed.
+//
+// A request's criticality (WithCriticality, or the CriticalityHeader the
+// guard reads from h) decides who is shed first by rules with a reserve;
+// a concurrency rule with a CoDel queue makes the request wait for a slot.
 type Guard struct {
-	c        *Client
-	e        *enforcement
-	switches []*Handle
+	c          *Client
+	e          *enforcement
+	switches   []*Handle
+	critHeader string
 }
 
 // Guard returns a guard acting on the given switches (see Guard).
 func (c *Client) Guard(switches ...*Handle) *Guard {
-	return &Guard{c: c, e: c.enforcement(), switches: switches}
+	return &Guard{c: c, e: c.enforcement(), switches: switches, critHeader: CriticalityHeader}
+}
+
+// WithCriticalityHeader returns a copy of the guard that reads request
+// criticality from the named header (or gRPC metadata key) instead of
+// CriticalityHeader; "" reads none.
+func (g *Guard) WithCriticalityHeader(name string) *Guard {
+	c := *g
+	c.critHeader = name
+	return &c
 }
 
 // Entry is one request inside a Guard. Call Exit exactly once when the
@@ -111,6 +128,7 @@ func (s *switchSet) has(i int) bool {
 // The returned context carries the degraded level when there is one.
 func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write bool) (context.Context, Entry) {
 	en := Entry{g: g, start: time.Now()}
+	ctx = criticalityIn(ctx, h, g.critHeader)
 	var l4, l5 bool
 	for i, s := range g.switches {
 		if !s.On(ctx) {
@@ -131,7 +149,14 @@ func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write boo
 		return WithDegraded(ctx, en.Level), en
 	}
 	if _, ok := g.c.LimitRule(resource); ok {
-		p, d := g.c.Limiter(resource).AdmitHeaders(ctx, h)
+		l := g.c.Limiter(resource)
+		var p Permit
+		var d limit.Decision
+		if l.Queues() {
+			p, d = l.acquireDecision(ctx, h)
+		} else {
+			p, d = l.AdmitHeaders(ctx, h)
+		}
 		if !d.OK {
 			en.Verdict, en.Reason, en.RetryAfter, en.Level = Reject, d.Reason.String(), d.RetryAfter, ""
 			return ctx, en
@@ -250,6 +275,9 @@ type MiddlewareOptions struct {
 	// IdempotencyMaxKeys bounds the remembered keys (oldest dropped first).
 	// Default 100,000.
 	IdempotencyMaxKeys int
+	// CriticalityHeader names the header carrying a request's criticality.
+	// Default CriticalityHeader ("X-Criticality"); "-" reads none.
+	CriticalityHeader string
 }
 
 // HTTPGuard is the net/http form of a Guard: it writes the rejections and
@@ -265,6 +293,13 @@ type HTTPGuard struct {
 // HTTPGuard returns the guard behind Middleware.
 func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
 	h := &HTTPGuard{g: c.Guard(opts.Switches...), opts: opts, resource: opts.Resource}
+	switch opts.CriticalityHeader {
+	case "":
+	case "-":
+		h.g = h.g.WithCriticalityHeader("")
+	default:
+		h.g = h.g.WithCriticalityHeader(opts.CriticalityHeader)
+	}
 	if h.resource == nil {
 		h.resource = RouteResource
 		if mux := opts.Mux; mux != nil {
@@ -293,7 +328,8 @@ func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
 // Middleware returns net/http middleware that guards every request:
 //
 //   - the limit rule of the request's resource (see RouteResource): a
-//     rejection is 429 (503 for an open breaker) with Retry-After in whole
+//     rejection is 429 (503 for an open breaker, overloaded or
+//     queue_timeout) with Retry-After in whole
 //     seconds (at least 1) and an application/problem+json body
 //     {type, title, status, reason};
 //   - L4 switch on: writes (every method but GET, HEAD, OPTIONS, TRACE) get
@@ -463,6 +499,9 @@ var problems = map[string]Problem{
 	ReasonRateLimited:            {Title: "Too many requests", Status: http.StatusTooManyRequests},
 	ReasonConcurrencyLimited:     {Title: "Too many concurrent requests", Status: http.StatusTooManyRequests},
 	ReasonBreakerOpen:            {Title: "Dependency unavailable (circuit breaker open)", Status: http.StatusServiceUnavailable},
+	ReasonThrottled:              {Title: "Dependency overloaded: call throttled by the client", Status: http.StatusServiceUnavailable},
+	ReasonOverloaded:             {Title: "Service overloaded", Status: http.StatusServiceUnavailable},
+	ReasonQueueTimeout:           {Title: "Service overloaded: request waited too long for capacity", Status: http.StatusServiceUnavailable},
 	ReasonReadOnly:               {Title: "Service is read-only: writes are disabled", Status: http.StatusServiceUnavailable},
 	ReasonQueueUnavailable:       {Title: "Writes are being queued but this endpoint cannot queue them", Status: http.StatusServiceUnavailable},
 	ReasonEnqueueFailed:          {Title: "The write could not be queued", Status: http.StatusServiceUnavailable},
@@ -492,7 +531,7 @@ func WriteProblem(w http.ResponseWriter, reason string, retryAfter time.Duration
 	hd.Set("Content-Type", "application/problem+json")
 	// A half-open breaker whose probes are all taken does not know when it
 	// will close: Retry-After is then the 1 s minimum.
-	if p.Status == http.StatusTooManyRequests || reason == ReasonBreakerOpen || retryAfter > 0 {
+	if p.Status == http.StatusTooManyRequests || reason == ReasonBreakerOpen || reason == ReasonOverloaded || reason == ReasonQueueTimeout || retryAfter > 0 {
 		hd.Set("Retry-After", strconv.Itoa(RetryAfterSeconds(retryAfter)))
 	}
 	w.WriteHeader(p.Status)

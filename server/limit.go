@@ -222,12 +222,14 @@ func validateLimit(r *wire.LimitRule) error {
 
 // kindParams are the parameters each limit kind takes.
 var kindParams = map[string][]string{
-	wire.KindTokenBucket:   {"rate", "burst"},
-	wire.KindSlidingWindow: {"limit", "window"},
-	wire.KindConcurrency:   {"max"},
-	wire.KindGCRA:          {"rate", "max_wait"},
-	wire.KindAdaptive:      {"min", "max", "window"},
+	wire.KindTokenBucket:   {"rate", "burst", "reserve", "warm_up"},
+	wire.KindSlidingWindow: {"limit", "window", "reserve"},
+	wire.KindConcurrency:   {"max", "queue_target", "queue_interval", "lifo", "reserve", "warm_up"},
+	wire.KindGCRA:          {"rate", "max_wait", "reserve"},
+	wire.KindAdaptive:      {"min", "max", "window", "reserve"},
 	wire.KindBreaker:       {"error_rate", "slow_call_rate", "slow_call_duration", "min_requests", "window", "open_duration", "max_open_duration", "half_open_probes"},
+	wire.KindThrottle:      {"k", "window", "min_requests", "reserve"},
+	wire.KindSystem:        {"cpu", "window", "cooldown", "reserve"},
 }
 
 // foreignParams names the parameters set on r that its kind does not take:
@@ -240,6 +242,8 @@ func foreignParams(r *wire.LimitRule) []string {
 		"slow_call_rate": r.SlowCallRate != 0, "slow_call_duration": r.SlowCallDuration != 0,
 		"min_requests": r.MinRequests != 0, "open_duration": r.OpenDuration != 0,
 		"max_open_duration": r.MaxOpenDuration != 0, "half_open_probes": r.HalfOpenProbes != 0,
+		"k": r.K != 0, "cpu": r.CPU != 0, "cooldown": r.Cooldown != 0, "queue_target": r.QueueTarget != 0,
+		"queue_interval": r.QueueInterval != 0, "lifo": r.LIFO, "reserve": r.Reserve != 0, "warm_up": r.WarmUp != 0,
 	}
 	for _, p := range kindParams[r.Kind] {
 		delete(set, p)

@@ -1,6 +1,8 @@
 // Package grpcx adapts the Switchyard SDK's request guard to gRPC servers:
 // unary and stream interceptors that enforce the limit rule of each method
-// and the app's L4/L5 switches.
+// and the app's L4/L5 switches, judging each call by the criticality in its
+// metadata; and a unary client interceptor for outbound calls (client-side
+// throttling, criticality passed on).
 //
 // Rejections are gRPC statuses: a rate or concurrency rule gives
 // ResourceExhausted; an open breaker, an L4 (read_only) switch on a write, or
@@ -41,6 +43,10 @@ type Options struct {
 	// IsFailure classifies a handler error for breaker and adaptive rules.
 	// Default IsServerFault.
 	IsFailure func(error) bool
+	// CriticalityKey names the incoming metadata key carrying a call's
+	// criticality. Default sdk.CriticalityHeader ("x-criticality"); "-"
+	// reads none.
+	CriticalityKey string
 }
 
 func (o *Options) defaults() {
@@ -136,10 +142,23 @@ func enter(ctx context.Context, g *sdk.Guard, o *Options, method string, setTrai
 	return ctx, en, status.Error(code, "switchyard: "+reason)
 }
 
+// guard returns the guard of the interceptors.
+func (o *Options) guard(c *sdk.Client) *sdk.Guard {
+	g := c.Guard(o.Switches...)
+	switch o.CriticalityKey {
+	case "":
+	case "-":
+		g = g.WithCriticalityHeader("")
+	default:
+		g = g.WithCriticalityHeader(o.CriticalityKey)
+	}
+	return g
+}
+
 // UnaryServerInterceptor guards unary calls.
 func UnaryServerInterceptor(c *sdk.Client, opts Options) grpc.UnaryServerInterceptor {
 	opts.defaults()
-	g := c.Guard(opts.Switches...)
+	g := opts.guard(c)
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (_ any, err error) {
 		ctx, en, err := enter(ctx, g, &opts, info.FullMethod, func(md metadata.MD) { _ = grpc.SetTrailer(ctx, md) })
 		if err != nil {
@@ -162,7 +181,7 @@ func UnaryServerInterceptor(c *sdk.Client, opts Options) grpc.UnaryServerInterce
 // one request for its whole life.
 func StreamServerInterceptor(c *sdk.Client, opts Options) grpc.StreamServerInterceptor {
 	opts.defaults()
-	g := c.Guard(opts.Switches...)
+	g := opts.guard(c)
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx, en, err := enter(ss.Context(), g, &opts, info.FullMethod, ss.SetTrailer)
 		if err != nil {

@@ -72,6 +72,7 @@ type Adaptive struct {
 // raised to it, a nil clock means SystemClock.
 func NewAdaptive(lo, hi int, window time.Duration, clock Clock) *Adaptive {
 	a := &Adaptive{clock: orSystem(clock)}
+	a.g.clock = a.clock
 	a.winStart = a.clock.Nanotime()
 	a.setBounds(lo, hi, window)
 	a.g.setMaxLocked(max(a.min, a.max/2))
@@ -84,11 +85,15 @@ func (a *Adaptive) setBounds(lo, hi int, window time.Duration) {
 }
 
 // TryAcquire takes a slot if the current limit allows.
-func (a *Adaptive) TryAcquire() (Permit, Decision) {
+func (a *Adaptive) TryAcquire() (Permit, Decision) { return a.AdmitAs(Critical) }
+
+// AdmitAs takes a slot if the current limit allows one for a request of
+// criticality c (see SetReserve).
+func (a *Adaptive) AdmitAs(c Criticality) (Permit, Decision) {
 	now := a.clock.Nanotime()
 	a.g.mu.Lock()
 	a.tickLocked(now)
-	ok := a.tryLocked()
+	ok := a.tryLocked(c)
 	a.g.mu.Unlock()
 	if !ok {
 		return Permit{}, Decision{Reason: ReasonConcurrency}
@@ -98,11 +103,15 @@ func (a *Adaptive) TryAcquire() (Permit, Decision) {
 
 // Acquire waits for a slot until ctx ends. Latency is measured from the
 // moment the slot is granted.
-func (a *Adaptive) Acquire(ctx context.Context) (Permit, error) {
+func (a *Adaptive) Acquire(ctx context.Context) (Permit, error) { return a.AcquireAs(ctx, Critical) }
+
+// AcquireAs is Acquire for a request of criticality c: it is served after
+// every waiting request of a higher criticality.
+func (a *Adaptive) AcquireAs(ctx context.Context, c Criticality) (Permit, error) {
 	a.g.mu.Lock()
 	a.tickLocked(a.clock.Nanotime())
-	if !a.tryLocked() {
-		if err := a.g.wait(ctx); err != nil {
+	if !a.tryLocked(c) {
+		if err := a.g.wait(ctx, c); err != nil {
 			return Permit{}, err
 		}
 	} else {
@@ -112,8 +121,8 @@ func (a *Adaptive) Acquire(ctx context.Context) (Permit, error) {
 }
 
 // tryLocked takes a slot and notes whether the limit bound; a.g.mu is held.
-func (a *Adaptive) tryLocked() bool {
-	ok := a.g.tryLocked()
+func (a *Adaptive) tryLocked(c Criticality) bool {
+	ok := a.g.tryLocked(c)
 	if !ok || a.g.inflight >= a.g.max {
 		a.saturated = true
 	}
@@ -200,4 +209,15 @@ func (a *Adaptive) Kind() string { return wire.KindAdaptive }
 // Admit implements Limiter; it is TryAcquire.
 func (a *Adaptive) Admit() (Permit, Decision) { return a.TryAcquire() }
 
-func (a *Adaptive) update(r *wire.LimitRule) { a.SetBounds(r.Min, r.Max, r.Window.D()) }
+func (a *Adaptive) update(r *wire.LimitRule) {
+	a.SetBounds(r.Min, r.Max, r.Window.D())
+	a.SetReserve(r.Reserve)
+}
+
+// SetReserve keeps capacity for higher criticalities (see
+// Criticality.Share).
+func (a *Adaptive) SetReserve(reserve float64) {
+	a.g.mu.Lock()
+	a.g.reserve = reserve
+	a.g.mu.Unlock()
+}

@@ -332,3 +332,7 @@ func (b *Breaker) update(r *wire.LimitRule) {
 	c.IsFailure, c.OnStateChange = old.IsFailure, old.OnStateChange
 	b.SetConfig(c)
 }
+
+// AdmitAs implements Limiter; a breaker judges the dependency, not the
+// request, so every criticality is decided alike.
+func (b *Breaker) AdmitAs(Criticality) (Permit, Decision) { return b.Admit() }

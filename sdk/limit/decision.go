@@ -22,13 +22,19 @@ type Reason uint8
 
 // Reasons.
 const (
-	ReasonNone        Reason = iota // admitted
-	ReasonRate                      // "rate_limited": token bucket, GCRA, sliding window
-	ReasonConcurrency               // "concurrency_limited": concurrency, adaptive
-	ReasonBreakerOpen               // "breaker_open"
+	ReasonNone         Reason = iota // admitted
+	ReasonRate                       // "rate_limited": token bucket, GCRA, sliding window
+	ReasonConcurrency                // "concurrency_limited": concurrency, adaptive
+	ReasonBreakerOpen                // "breaker_open"
+	ReasonThrottled                  // "throttled": client-side adaptive throttling
+	ReasonOverloaded                 // "overloaded": system protection (CPU and in-flight)
+	ReasonQueueTimeout               // "queue_timeout": a waiter sat too long in a CoDel queue
+
+	// NumReasons bounds the vocabulary, for arrays indexed by Reason.
+	NumReasons = iota
 )
 
-var reasonNames = [...]string{"", "rate_limited", "concurrency_limited", "breaker_open"}
+var reasonNames = [NumReasons]string{"", "rate_limited", "concurrency_limited", "breaker_open", "throttled", "overloaded", "queue_timeout"}
 
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) {

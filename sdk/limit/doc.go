@@ -1,7 +1,10 @@
 // Package limit holds the enforcement primitives behind published limit
 // rules (wire.LimitRule): token bucket, GCRA, sliding window, concurrency,
-// adaptive concurrency and circuit breaker, plus a key-bounded container for
-// per-key state.
+// adaptive concurrency and circuit breaker, the overload levers — client-side
+// adaptive throttling (Throttler), system protection (System, with a
+// cgroup-aware CPUMeter), a CoDel queue with adaptive LIFO for concurrency
+// waiters, criticality reserves and warm-up of raised limits — plus a
+// key-bounded container for per-key state.
 //
 // Every primitive takes a Clock, so tests drive time by hand and never sleep;
 // the default clock reads the runtime's monotonic nanotime, the cheapest time

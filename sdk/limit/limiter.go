@@ -14,6 +14,9 @@ type Limiter interface {
 	Kind() string
 	// Admit decides for one request without blocking.
 	Admit() (Permit, Decision)
+	// AdmitAs is Admit for a request of a criticality: a rule with a
+	// reserve sheds lower criticalities first; breakers decide as Admit.
+	AdmitAs(c Criticality) (Permit, Decision)
 	update(r *wire.LimitRule)
 }
 
@@ -24,6 +27,8 @@ var (
 	_ Limiter = (*Concurrency)(nil)
 	_ Limiter = (*Adaptive)(nil)
 	_ Limiter = (*Breaker)(nil)
+	_ Limiter = (*Throttler)(nil)
+	_ Limiter = (*System)(nil)
 )
 
 // Option adjusts what New builds.
@@ -33,7 +38,11 @@ type options struct {
 	isFailure     func(error) bool
 	onStateChange func(from, to State)
 	slices        int
+	cpu           CPUSource
 }
+
+// WithCPU sets the CPU source of a system rule (default ProcessCPU).
+func WithCPU(c CPUSource) Option { return func(o *options) { o.cpu = c } }
 
 // WithIsFailure sets a breaker's failure classifier (see BreakerConfig).
 func WithIsFailure(f func(error) bool) Option { return func(o *options) { o.isFailure = f } }
@@ -67,16 +76,40 @@ func collect(opts []Option) options {
 // build makes the limiter of a validated rule.
 func build(r *wire.LimitRule, clock Clock, o options) Limiter {
 	switch r.Kind {
-	case wire.KindTokenBucket:
-		return NewTokenBucket(r.Rate, r.Burst, clock)
 	case wire.KindGCRA:
-		return NewGCRA(r.Rate, r.MaxWait.D(), clock)
+		g := NewGCRA(r.Rate, r.MaxWait.D(), clock)
+		g.SetReserve(r.Reserve)
+		return g
 	case wire.KindSlidingWindow:
-		return NewSlidingWindow(r.Limit, r.Window.D(), o.slices, clock)
+		w := NewSlidingWindow(r.Limit, r.Window.D(), o.slices, clock)
+		w.SetReserve(r.Reserve)
+		return w
 	case wire.KindConcurrency:
-		return NewConcurrency(r.Max)
+		c := NewConcurrency(r.Max)
+		c.g.clock = orSystem(clock)
+		c.update(r) // the first max applies at once: there is nothing to ramp from
+		return c
 	case wire.KindAdaptive:
-		return NewAdaptive(r.Min, r.Max, r.Window.D(), clock)
+		a := NewAdaptive(r.Min, r.Max, r.Window.D(), clock)
+		a.SetReserve(r.Reserve)
+		return a
+	case wire.KindTokenBucket:
+		b := NewTokenBucket(r.Rate, r.Burst, clock)
+		b.SetReserve(r.Reserve)
+		b.SetWarmUp(r.WarmUp.D())
+		return b
+	case wire.KindThrottle:
+		t := NewThrottler(r.K, r.Window.D(), r.MinRequests, clock)
+		t.SetReserve(r.Reserve)
+		return t
+	case wire.KindSystem:
+		cpu := o.cpu
+		if cpu == nil {
+			cpu = ProcessCPU()
+		}
+		s := NewSystem(r.CPU, r.Window.D(), r.Cooldown.D(), cpu, clock)
+		s.SetReserve(r.Reserve)
+		return s
 	case wire.KindBreaker:
 		c := BreakerConfigFromRule(r)
 		c.IsFailure, c.OnStateChange = o.isFailure, o.onStateChange
@@ -89,12 +122,17 @@ func build(r *wire.LimitRule, clock Clock, o options) Limiter {
 // state and is returned:
 //
 //   - token_bucket: new rate and burst, the tokens held are kept (capped);
+//     with warm_up a raise ramps from the rate in force;
 //   - gcra: new rate and max wait, queued reservations are kept;
 //   - sliding_window: a new limit keeps the counts, a new window restarts them;
-//   - concurrency: new max, requests in flight stay counted;
+//   - concurrency: new max, requests in flight stay counted (a raise with
+//     warm_up ramps; a new queue_target or queue_interval restarts the
+//     CoDel state);
 //   - adaptive: new bounds clamp the current limit, the baseline is kept;
 //   - breaker: new thresholds keep the state (closed/open/half-open), a new
-//     window restarts the counts.
+//     window restarts the counts;
+//   - throttle and system: new parameters keep the counts, a new window
+//     restarts them.
 //
 // A different kind (or a nil l) gets a fresh limiter from New. On error l is
 // returned unchanged.

@@ -20,6 +20,8 @@ func TestNewEveryKind(t *testing.T) {
 			r.ErrorRate, r.MinRequests, r.Window = 0.5, 1, wire.Duration(time.Second)
 			r.OpenDuration, r.HalfOpenProbes = wire.Duration(time.Second), 1
 		},
+		wire.KindThrottle: func(r *wire.LimitRule) {},
+		wire.KindSystem:   func(r *wire.LimitRule) {},
 	}
 	for _, kind := range wire.LimitKinds {
 		t.Run(kind, func(t *testing.T) {

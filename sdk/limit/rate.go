@@ -15,6 +15,7 @@ type rateParams struct {
 	interval int64 // nanoseconds per token
 	tau      int64 // how far the schedule may lag behind now: burst × interval
 	maxWait  int64 // longest an admitted request may be told to wait
+	reserve  float64
 }
 
 // maxSpan caps the interval and tau (about 36 years) so that the schedule
@@ -51,8 +52,18 @@ func (c *rateCore) init(p *rateParams, clock Clock) {
 	c.tat.Store(c.clock.Nanotime() - p.tau) // start full
 }
 
-func (c *rateCore) allowN(n int) Decision {
+func (c *rateCore) allowN(n int) Decision { return c.allowKeep(n, Critical) }
+
+// allowKeep is allowN for a request of criticality cr: a lower criticality
+// must leave (1 − share) of the burst in the bucket for higher ones.
+func (c *rateCore) allowKeep(n int, cr Criticality) Decision {
 	p := c.p.Load()
+	var keep int64
+	if cr != Critical && p.reserve > 0 {
+		// A token bucket keeps part of its burst; a GCRA (burst 1) keeps
+		// part of its longest wait.
+		keep = int64((1 - cr.Share(p.reserve)) * float64(max(p.tau-p.interval, p.maxWait)))
+	}
 	cost := int64(n) * p.interval
 	now := c.clock.Nanotime()
 	fresh := false
@@ -61,7 +72,7 @@ func (c *rateCore) allowN(n int) Decision {
 		base := max(tat, now-p.tau)
 		next := base + cost
 		wait := next - now
-		if wait > p.maxWait {
+		if wait > p.maxWait-keep {
 			// now may predate another goroutine's update (we were
 			// preempted after reading it): decide on a reading taken after
 			// loading the state before rejecting.
@@ -69,7 +80,7 @@ func (c *rateCore) allowN(n int) Decision {
 				now, fresh = c.clock.Nanotime(), true
 				continue
 			}
-			return Decision{RetryAfter: time.Duration(wait - p.maxWait), Reason: ReasonRate}
+			return Decision{RetryAfter: time.Duration(wait - p.maxWait + keep), Reason: ReasonRate}
 		}
 		if c.tat.CompareAndSwap(tat, next) {
 			return Decision{OK: true, Wait: time.Duration(max(wait, 0))}
@@ -94,6 +105,7 @@ func (c *rateCore) set(np *rateParams) {
 		tat := c.tat.Load()
 		held := c.tokens(op, now)
 		if c.tat.CompareAndSwap(tat, now-int64(held*float64(np.interval))) {
+			np.reserve = op.reserve
 			c.p.Store(np)
 			return
 		}
@@ -102,37 +114,110 @@ func (c *rateCore) set(np *rateParams) {
 
 // TokenBucket admits bursts of up to burst requests and rate requests per
 // second on average. Allow is lock-free and allocation-free.
-type TokenBucket struct{ c rateCore }
+//
+// With a warm-up (SetWarmUp), raising the rate ramps it linearly from the
+// old rate and burst to the new ones over the warm-up period instead of at
+// once; lowering applies at once.
+type TokenBucket struct {
+	c      rateCore
+	warm   atomic.Pointer[warmUp]
+	warmMu sync.Mutex // serialises rule changes
+	rate   float64    // the rule's rate and burst, the warm-up's target
+	burst  int
+	period time.Duration
+}
 
 // NewTokenBucket returns a full bucket; a nil clock means SystemClock.
 func NewTokenBucket(rate float64, burst int, clock Clock) *TokenBucket {
-	b := &TokenBucket{}
+	b := &TokenBucket{rate: rate, burst: burst}
 	b.c.init(newRateParams(rate, burst, 0), clock)
 	return b
 }
 
 // Allow takes one token.
-func (b *TokenBucket) Allow() Decision { return b.c.allowN(1) }
+func (b *TokenBucket) Allow() Decision {
+	b.tick()
+	return b.c.allowN(1)
+}
 
 // AllowN takes n tokens at once, or none. n above the burst never succeeds.
-func (b *TokenBucket) AllowN(n int) Decision { return b.c.allowN(n) }
+func (b *TokenBucket) AllowN(n int) Decision {
+	b.tick()
+	return b.c.allowN(n)
+}
+
+// tick advances a warm-up in progress: one atomic load when there is none.
+func (b *TokenBucket) tick() {
+	if w := b.warm.Load(); w != nil && w.tick(b.c.clock.Nanotime()) {
+		b.warm.CompareAndSwap(w, nil)
+	}
+}
+
+// SetWarmUp sets the period over which a raised rate ramps up (0: at once).
+func (b *TokenBucket) SetWarmUp(d time.Duration) {
+	b.warmMu.Lock()
+	b.period = d
+	b.warmMu.Unlock()
+}
+
+// Rate reports the rate in force now (below the rule's during a warm-up).
+func (b *TokenBucket) Rate() float64 { return 1e9 / float64(b.c.p.Load().interval) }
 
 // Tokens reports the tokens available now.
 func (b *TokenBucket) Tokens() float64 { return b.c.tokens(b.c.p.Load(), b.c.clock.Nanotime()) }
 
 // SetRate changes rate and burst keeping the tokens held. An Allow racing
-// with the change may be decided under either setting.
+// with the change may be decided under either setting. A raise with a
+// warm-up set ramps from the rate in force now.
 func (b *TokenBucket) SetRate(rate float64, burst int) {
-	b.c.set(newRateParams(rate, burst, 0))
+	b.warmMu.Lock()
+	defer b.warmMu.Unlock()
+	now := b.c.clock.Nanotime()
+	from := [2]float64{b.rate, float64(b.burst)}
+	if w := b.warm.Load(); w != nil {
+		from = w.value(now) // a change midway ramps on from where it is
+	}
+	b.rate, b.burst = rate, burst
+	if b.period <= 0 || rate <= from[0] {
+		b.warm.Store(nil)
+		b.c.set(newRateParams(rate, burst, 0))
+		return
+	}
+	w := newWarmUp(from, [2]float64{rate, float64(burst)}, now, b.period, func(v [2]float64) {
+		b.c.set(newRateParams(v[0], max(int(v[1]), 1), 0))
+	})
+	w.tick(now)
+	b.warm.Store(w)
 }
 
 // Kind implements Limiter.
 func (b *TokenBucket) Kind() string { return wire.KindTokenBucket }
 
 // Admit implements Limiter.
-func (b *TokenBucket) Admit() (Permit, Decision) { return Permit{}, b.c.allowN(1) }
+func (b *TokenBucket) Admit() (Permit, Decision) { return Permit{}, b.Allow() }
 
-func (b *TokenBucket) update(r *wire.LimitRule) { b.SetRate(r.Rate, r.Burst) }
+// AdmitAs implements Limiter: a request below critical may not take the
+// tokens the rule's reserve keeps for higher criticalities.
+func (b *TokenBucket) AdmitAs(c Criticality) (Permit, Decision) {
+	b.tick()
+	return Permit{}, b.c.allowKeep(1, c)
+}
+
+// SetReserve keeps part of the burst for higher criticalities (see
+// Criticality.Share).
+func (b *TokenBucket) SetReserve(reserve float64) {
+	b.c.mu.Lock()
+	defer b.c.mu.Unlock()
+	np := *b.c.p.Load()
+	np.reserve = reserve
+	b.c.p.Store(&np)
+}
+
+func (b *TokenBucket) update(r *wire.LimitRule) {
+	b.SetWarmUp(r.WarmUp.D())
+	b.SetRate(r.Rate, r.Burst)
+	b.SetReserve(r.Reserve)
+}
 
 // GCRA is a leaky bucket as a meter (the generic cell rate algorithm):
 // requests are spaced 1/rate apart; a request that would have to wait longer
@@ -165,4 +250,21 @@ func (g *GCRA) Kind() string { return wire.KindGCRA }
 // Admit implements Limiter.
 func (g *GCRA) Admit() (Permit, Decision) { return Permit{}, g.c.allowN(1) }
 
-func (g *GCRA) update(r *wire.LimitRule) { g.SetRate(r.Rate, r.MaxWait.D()) }
+// AdmitAs implements Limiter: a request below critical may be told to wait
+// only its share of the longest wait (see SetReserve); with max_wait 0
+// every criticality is decided alike.
+func (g *GCRA) AdmitAs(c Criticality) (Permit, Decision) { return Permit{}, g.c.allowKeep(1, c) }
+
+// SetReserve keeps part of the longest wait for higher criticalities.
+func (g *GCRA) SetReserve(reserve float64) {
+	g.c.mu.Lock()
+	defer g.c.mu.Unlock()
+	np := *g.c.p.Load()
+	np.reserve = reserve
+	g.c.p.Store(&np)
+}
+
+func (g *GCRA) update(r *wire.LimitRule) {
+	g.SetRate(r.Rate, r.MaxWait.D())
+	g.SetReserve(r.Reserve)
+}

@@ -180,3 +180,17 @@ func (r *Rolling) Reset() {
 		}
 	}
 }
+
+// eachPast calls fn with the counters of every finished bucket still in the
+// ring at time now (the current, still filling bucket is left out), oldest
+// first; buckets that saw no event are skipped.
+func (r *Rolling) eachPast(now int64, fn func([3]int64)) {
+	idx := now / r.width
+	k := int64(r.n)
+	for e := idx - k + 1; e < idx; e++ {
+		i := int(uint64(e) % uint64(k))
+		if r.epochs[i].Load() == e {
+			fn(r.bucketSum(i))
+		}
+	}
+}

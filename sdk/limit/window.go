@@ -34,6 +34,8 @@ type SlidingWindow struct {
 	window time.Duration
 	ring   *Rolling
 	clock  Clock
+	// reserve keeps part of the limit for higher criticalities.
+	reserve float64
 }
 
 // NewSlidingWindow returns an empty window; slices below 2 mean
@@ -60,12 +62,14 @@ func (w *SlidingWindow) setWindow(window time.Duration, slices int) {
 func (w *SlidingWindow) Allow() Decision { return w.AllowN(1) }
 
 // AllowN admits n requests at once, or none.
-func (w *SlidingWindow) AllowN(n int) Decision {
+func (w *SlidingWindow) AllowN(n int) Decision { return w.allow(n, Critical) }
+
+func (w *SlidingWindow) allow(n int, c Criticality) Decision {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clock.Nanotime()
 	used := w.ring.Sum(now)[0]
-	if over := used + int64(n) - w.limit; over > 0 {
+	if over := used + int64(n) - int64(shareOf(int(w.limit), c, w.reserve)); over > 0 {
 		return Decision{RetryAfter: max(w.ring.expiry(now, over), 0), Reason: ReasonRate}
 	}
 	w.ring.Add(now, 0, int64(n))
@@ -96,4 +100,19 @@ func (w *SlidingWindow) Kind() string { return wire.KindSlidingWindow }
 // Admit implements Limiter.
 func (w *SlidingWindow) Admit() (Permit, Decision) { return Permit{}, w.AllowN(1) }
 
-func (w *SlidingWindow) update(r *wire.LimitRule) { w.SetLimit(r.Limit, r.Window.D()) }
+func (w *SlidingWindow) update(r *wire.LimitRule) {
+	w.SetLimit(r.Limit, r.Window.D())
+	w.SetReserve(r.Reserve)
+}
+
+// SetReserve keeps part of the limit for higher criticalities (see
+// Criticality.Share).
+func (w *SlidingWindow) SetReserve(reserve float64) {
+	w.mu.Lock()
+	w.reserve = reserve
+	w.mu.Unlock()
+}
+
+// AdmitAs implements Limiter: a request below critical may use only its
+// share of the limit (see SetReserve).
+func (w *SlidingWindow) AdmitAs(c Criticality) (Permit, Decision) { return Permit{}, w.allow(1, c) }

@@ -289,10 +289,12 @@ const (
 	KindGCRA          = "gcra"
 	KindAdaptive      = "adaptive"
 	KindBreaker       = "breaker"
+	KindThrottle      = "throttle" // client-side adaptive throttling (overload.go)
+	KindSystem        = "system"   // adaptive system protection (overload.go)
 )
 
 // LimitKinds lists every limit rule kind.
-var LimitKinds = []string{KindTokenBucket, KindSlidingWindow, KindConcurrency, KindGCRA, KindAdaptive, KindBreaker}
+var LimitKinds = []string{KindTokenBucket, KindSlidingWindow, KindConcurrency, KindGCRA, KindAdaptive, KindBreaker, KindThrottle, KindSystem}
 
 // Limit rule modes and scopes.
 const (
@@ -347,10 +349,13 @@ type LimitRule struct {
 	OpenDuration     Duration `json:"open_duration,omitempty"`      // first open period
 	MaxOpenDuration  Duration `json:"max_open_duration,omitempty"`  // cap of the growing open period
 	HalfOpenProbes   int      `json:"half_open_probes,omitempty"`   // probes admitted while half-open
+
+	// Overload levers (overload.go).
+	Overload
 }
 
 // Validate checks a limit rule; the error names the field.
-func (r *LimitRule) Validate() error {
+func (r *LimitRule) Validate() (err error) {
 	if !ValidApp(r.App) {
 		return &FieldError{Field: "app", Msg: "invalid app name"}
 	}
@@ -382,6 +387,9 @@ func (r *LimitRule) Validate() error {
 	if r.KeyBy.TTL < 0 {
 		return &FieldError{Field: "key_by.ttl", Msg: "must not be negative"}
 	}
+	// The overload parameters are reported together with the kind's.
+	overload := r.validateOverload()
+	defer func() { err = errors.Join(err, overload) }()
 	positive := func(field string, ok bool) error {
 		if !ok {
 			return &FieldError{Field: field, Msg: "must be greater than 0"}
@@ -433,6 +441,8 @@ func (r *LimitRule) Validate() error {
 			positive("open_duration", r.OpenDuration > 0),
 			positive("half_open_probes", r.HalfOpenProbes > 0),
 		)
+	case KindThrottle, KindSystem:
+		return nil // validateOverload checked them
 	default:
 		return &FieldError{Field: "kind", Msg: "must be one of " + strings.Join(LimitKinds, ", ")}
 	}

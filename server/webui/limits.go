@@ -17,7 +17,7 @@ import (
 
 // Param is one kind-specific parameter of a limit rule form.
 type Param struct {
-	Name, Label, Type, Help string // Type: "float", "int" or "duration"
+	Name, Label, Type, Help string // Type: "float", "int", "duration" or "bool"
 	// Default is the value a new rule's form starts with.
 	Default string
 }
@@ -28,22 +28,32 @@ var limitParams = map[string][]Param{
 	wire.KindTokenBucket: {
 		{Name: "rate", Label: "Rate (requests per second)", Type: "float"},
 		{Name: "burst", Label: "Burst (bucket size)", Type: "int"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
+		{Name: "warm_up", Label: "Warm-up", Type: "duration", Help: "a raised limit ramps over this period, such as 10s"},
 	},
 	wire.KindSlidingWindow: {
 		{Name: "limit", Label: "Limit (requests per window)", Type: "int"},
 		{Name: "window", Label: "Window", Type: "duration", Help: "such as 1s or 1m"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 	wire.KindConcurrency: {
 		{Name: "max", Label: "Max in flight", Type: "int"},
+		{Name: "queue_target", Label: "Queue target (CoDel)", Type: "duration", Help: "let requests wait for a slot; such as 5ms; empty: never wait"},
+		{Name: "queue_interval", Label: "Queue interval", Type: "duration", Help: "default 100ms"},
+		{Name: "lifo", Label: "Newest first under overload", Type: "bool", Help: "true or false"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
+		{Name: "warm_up", Label: "Warm-up", Type: "duration", Help: "a raised limit ramps over this period, such as 10s"},
 	},
 	wire.KindGCRA: {
 		{Name: "rate", Label: "Rate (requests per second)", Type: "float"},
 		{Name: "max_wait", Label: "Max wait", Type: "duration", Help: "longest a request may be asked to wait, such as 100ms"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 	wire.KindAdaptive: {
 		{Name: "min", Label: "Min concurrency", Type: "int"},
 		{Name: "max", Label: "Max concurrency", Type: "int"},
 		{Name: "window", Label: "Window", Type: "duration", Help: "at least 1s; empty for the default"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 	wire.KindBreaker: {
 		{Name: "error_rate", Label: "Error rate (0–1)", Type: "float", Help: "trips when reached"},
@@ -55,6 +65,18 @@ var limitParams = map[string][]Param{
 		{Name: "max_open_duration", Label: "Max open duration", Type: "duration", Help: "cap of the growing open period"},
 		// The SDK admits at least one probe; the form says so.
 		{Name: "half_open_probes", Label: "Half-open probes", Type: "int", Help: "calls let through to test recovery", Default: strconv.Itoa(server.DefaultHalfOpenProbes)},
+	},
+	wire.KindThrottle: {
+		{Name: "k", Label: "K (accepts multiplier, 1–10)", Type: "float", Help: "default 2: throttling starts once the backend refuses half the calls"},
+		{Name: "window", Label: "Window", Type: "duration", Help: "default 10s"},
+		{Name: "min_requests", Label: "Min requests per window", Type: "int", Help: "default 10"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
+	},
+	wire.KindSystem: {
+		{Name: "cpu", Label: "CPU threshold (0.05–1)", Type: "float", Help: "default 0.8"},
+		{Name: "window", Label: "Window", Type: "duration", Help: "default 10s"},
+		{Name: "cooldown", Label: "Cooldown", Type: "duration", Help: "default 1s"},
+		{Name: "reserve", Label: "Reserve per criticality step (0–0.45)", Type: "float", Help: "sheddable requests may use 1 − 2×reserve of capacity, degradable 1 − reserve; empty: no priorities"},
 	},
 }
 
@@ -274,11 +296,24 @@ func ruleFields(fp *formParser) map[string]json.RawMessage {
 			m[prm.Name] = mustJSON(fp.int(in))
 		case "duration":
 			m[prm.Name] = mustJSON(fp.duration(in).D().String())
+		case "bool":
+			m[prm.Name] = mustJSON(fp.bool(in))
 		}
 	}
 	kb := wire.KeyBy{Source: fp.str("key_by.source"), Name: fp.str("key_by.name"), MaxKeys: fp.int("key_by.max_keys"), TTL: fp.duration("key_by.ttl")}
 	m["key_by"] = mustJSON(kb)
 	return m
+}
+
+func (p *formParser) bool(name string) bool {
+	switch p.str(name) {
+	case "", "false":
+		return false
+	case "true":
+		return true
+	}
+	p.add(name, `must be "true" or "false"`)
+	return false
 }
 
 func (p *formParser) duration(name string) wire.Duration {
