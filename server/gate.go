@@ -256,12 +256,15 @@ func prefixed(sep, s string) string {
 	return sep + s
 }
 
-// loosens reports whether limit rule a lets more through than b.
+// loosens reports whether limit rule a lets more through than b. A
+// change whose direction it cannot tell — another kind, scope or key, or
+// changed overload parameters — counts as loosening.
 func loosens(b, a *wire.LimitRule) bool {
 	if b == nil || a == nil {
 		return true
 	}
-	if a.Kind != b.Kind || a.Scope != b.Scope || a.KeyBy != b.KeyBy || (b.Mode == wire.ModeEnforce && a.Mode != wire.ModeEnforce) {
+	if a.Kind != b.Kind || a.Scope != b.Scope || a.KeyBy != b.KeyBy || a.Overload != b.Overload ||
+		(b.Mode == wire.ModeEnforce && a.Mode != wire.ModeEnforce) {
 		return true
 	}
 	up := func(x, y float64) bool { return y > x }
