@@ -146,6 +146,21 @@ func TestApprovalFlow(t *testing.T) {
 	// Deleting a switch of the protected app is held.
 	mustStatus(t, call(t, c, "DELETE", "/api/v1/apps/pay/switches/recs?reason=cleanup", f.ann, ""), http.StatusAccepted)
 	mustStatus(t, call(t, c, "GET", "/api/v1/apps/pay/switches/recs", f.ann, ""), http.StatusOK)
+
+	// Limit rules: creating and lowering apply; raising, turning off and
+	// deleting are held.
+	lim := "/api/v1/apps/pay/limits/charge"
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/limits", f.ann, `{"resource":"charge","kind":"token_bucket","rate":100,"burst":10,"reason":"protect"}`), http.StatusCreated)
+	mustStatus(t, call(t, c, "PATCH", lim, f.ann, `{"rate":50,"reason":"tighter"}`), http.StatusOK)
+	r = mustStatus(t, call(t, c, "PATCH", lim, f.ann, `{"rate":500,"reason":"looser"}`), http.StatusAccepted)
+	if r.str("approval_required", "rule") != "limit.raise" {
+		t.Fatalf("raise: %s", r.Raw)
+	}
+	mustStatus(t, call(t, c, "POST", lim+"/off", f.ann, `{"reason":"off"}`), http.StatusAccepted)
+	mustStatus(t, call(t, c, "DELETE", lim+"?reason=gone", f.ann, ""), http.StatusAccepted)
+	if l := mustStatus(t, call(t, c, "GET", lim, f.ann, ""), http.StatusOK); l.num("limit", "rate") != 50 || l.str("limit", "state") != "on" {
+		t.Fatalf("a held limit change applied: %s", l.Raw)
+	}
 }
 
 // TestApprovalStaleAndExpired: a request applies only to the version of
