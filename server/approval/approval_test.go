@@ -90,3 +90,43 @@ func TestBreakGlassReview(t *testing.T) {
 		t.Fatalf("closing twice: %v", err)
 	}
 }
+
+// TestRequestsOnSQLite: the embedded default database keeps requests and
+// approvals as Postgres does (its migration is the same in intent).
+func TestRequestsOnSQLite(t *testing.T) {
+	db := servertest.OpenDB(t, "", t.TempDir())
+	ctx := context.Background()
+	svc := server.NewService(db, nil)
+	approval.New(svc)
+	admin := server.Actor{Name: "admin", Kind: audit.ActorUser, Role: server.RoleAdmin}
+	ann := server.Actor{Name: "ann", Kind: audit.ActorUser, Role: server.RoleOperator, Apps: []string{"pay"}}
+	bob := server.Actor{Name: "bob", Kind: audit.ActorUser, Role: server.RoleOperator, Apps: []string{"pay"}}
+	if _, err := svc.SetPolicy(ctx, admin, "pay", server.PolicyInput{Protected: true, Reason: "payments"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := svc.CreateSwitch(ctx, ann, "pay", server.SwitchInput{Name: "writes", Level: wire.L5, Reason: "seed"}); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := svc.TurnOn(ctx, ann, "pay", "writes", server.Toggle{Reason: "INC-1"})
+	var held *server.ApprovalRequired
+	if !errors.As(err, &held) || held.Request == nil {
+		t.Fatalf("held: %v", err)
+	}
+	id := held.Request.ID
+	if _, err := svc.ApproveRequest(ctx, ann, id, server.Decision{Reason: "mine"}); !errors.Is(err, server.ErrForbidden) {
+		t.Fatalf("self-approval: %v", err)
+	}
+	if _, err := svc.ApproveRequest(ctx, bob, id, server.Decision{Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.ApproveRequest(ctx, bob, id, server.Decision{Reason: "twice"}); !errors.Is(err, server.ErrConflict) {
+		t.Fatalf("approving twice: %v", err)
+	}
+	v, _, err := svc.ApplyRequest(ctx, ann, id, false, "")
+	if err != nil || v.State != server.RequestApplied {
+		t.Fatalf("apply: %+v %v", v, err)
+	}
+	if sw, _ := svc.GetSwitch(ctx, "pay", "writes"); sw.State != wire.StateOn {
+		t.Fatal("not applied")
+	}
+}
