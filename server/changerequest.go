@@ -599,3 +599,60 @@ func (s *Service) applyPending(ctx context.Context, a Actor, p Pending, reason s
 	}
 	return rc, err
 }
+
+// PreviewRequest returns the target of r as it is now and as r would
+// leave it (nil when absent), computed without writing anything, so a
+// reviewer sees the difference. A job domain's request has no preview
+// (both nil).
+func (s *Service) PreviewRequest(ctx context.Context, r *ChangeRequest) (before, after any, err error) {
+	p, err := r.Pending()
+	if err != nil || p.validate() != nil || p.Body != nil {
+		return nil, nil, err
+	}
+	db := s.db.WithContext(ctx)
+	if strings.HasPrefix(p.Kind, "switch.") {
+		sw, err := load[Switch](db, p.App, p.Name)
+		if err != nil {
+			return nil, nil, mapDBError(err)
+		}
+		next := *sw
+		switch p.Kind {
+		case "switch.on":
+			if p.Toggle.Rollout != nil {
+				if err := next.setRollout(*p.Toggle.Rollout); err != nil {
+					return sw.View(), nil, err
+				}
+			}
+			next.turnOn(s.now())
+		case "switch.off":
+			next.turnOff()
+		case "switch.update":
+			if err := p.Switch.apply(&next); err != nil {
+				return sw.View(), nil, err
+			}
+		case "switch.delete":
+			return sw.View(), nil, nil
+		}
+		return sw.View(), next.View(), nil
+	}
+	rule, err := load[LimitRule](db, p.App, p.Name)
+	if err != nil {
+		return nil, nil, mapDBError(err)
+	}
+	next := *rule
+	switch p.Kind {
+	case "limit.update":
+		merged, err := p.Limit.merge(rule.Wire())
+		if err != nil {
+			return rule.View(), nil, err
+		}
+		next.Kind, next.Spec = merged.Kind, spec(merged)
+	case "limit.on":
+		next.State = wire.StateOn
+	case "limit.off":
+		next.State = wire.StateOff
+	case "limit.delete":
+		return rule.View(), nil, nil
+	}
+	return rule.View(), next.View(), nil
+}

@@ -41,6 +41,14 @@ func (h *handler) registerRequests(in *gin.RouterGroup) {
 	}
 }
 
+func jsonOf(v any) string {
+	if v == nil {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 // held sends a change the policy held to its request's page and reports
 // whether err was one.
 func held(c *gin.Context, err error) bool {
@@ -80,10 +88,11 @@ func (h *handler) showRequest(c *gin.Context, status int, form string, ferr erro
 	if json.Indent(&change, r.Change, "", "  ") == nil {
 		data["Change"] = change.String()
 	}
-	if pending, err := r.Pending(); err == nil && pending.Kind[:6] == "switch" {
-		if sw, err := h.svc.GetSwitch(c.Request.Context(), r.App, r.Name); err == nil {
-			data["Current"] = sw.View()
-		}
+	// What the request would change, field by field, against the target
+	// as it is now.
+	if before, after, err := h.svc.PreviewRequest(c.Request.Context(), &r.ChangeRequest); err == nil && before != nil {
+		data["Diff"] = diff(jsonOf(before), jsonOf(after))
+		data["Deletes"] = after == nil
 	}
 	p.Data = data
 	if ferr != nil {

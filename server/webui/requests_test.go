@@ -41,6 +41,9 @@ func TestRequestPages(t *testing.T) {
 		t.Fatal("the held change was applied")
 	}
 	_, page := ann.get(loc)
+	if !strings.Contains(page, `id="request-diff"`) || !strings.Contains(page, `<th scope="row">state</th><td class="before" data-label="now"><code>off</code></td><td class="after" data-label="after"><code>on</code>`) {
+		t.Fatalf("the request page does not show what changes\n%s", page)
+	}
 	if !strings.Contains(page, "Held for approval") || strings.Contains(page, `id="approve"`) || !strings.Contains(page, `id="break-glass"`) {
 		t.Fatalf("the author's request page\n%s", page)
 	}
