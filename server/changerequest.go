@@ -458,6 +458,9 @@ func (s *Service) UpdateRequest(ctx context.Context, a Actor, id int64, e Reques
 		if err != nil {
 			return ApprovalEvent{}, err
 		}
+		if p.Body != nil {
+			return ApprovalEvent{}, invalid("kind", "a request of kind "+p.Kind+" cannot be edited; deny it and send the changed call again")
+		}
 		p.Toggle, p.Switch, p.Limit, p.Change = e.Toggle, e.Switch, e.Limit, e.Change
 		if err := p.validate(); err != nil {
 			return ApprovalEvent{}, err
