@@ -130,7 +130,8 @@ func userCount(t testing.TB, c *console.Console) int64 {
 // TestSSOSignIn: the authorisation code flow with PKCE against a real
 // identity provider: the groups give the role, a person in no mapped
 // group is refused and nothing is created, a changed group changes the
-// role at the next sign-in (ending the old sessions), an unverified email
+// role at the next sign-in (ending the old sessions), groups the ID token
+// lacks are read from UserInfo, an unverified email
 // is not kept, and a disabled user is refused.
 func TestSSOSignIn(t *testing.T) {
 	m := startIdP(t)
@@ -187,6 +188,16 @@ func TestSSOSignIn(t *testing.T) {
 		}
 	})
 
+	t.Run("groups missing from the ID token are read from UserInfo", func(t *testing.T) {
+		if status, _, body := newClient(t, c).ssoSignIn(m, groupsInUserInfo{person("sub-uma", "uma", "checkout-oncall")}); status != http.StatusSeeOther {
+			t.Fatalf("sign-in: %d\n%s", status, body)
+		}
+		u, err := c.Service.UserByName(ctx, "uma")
+		if err != nil || u.Role != server.RoleOperator || u.Apps != "checkout" {
+			t.Fatalf("uma: %+v %v", u, err)
+		}
+	})
+
 	t.Run("an unverified email is not kept", func(t *testing.T) {
 		p := person("sub-eve", "eve", "everyone")
 		p.EmailVerified = false
@@ -236,6 +247,16 @@ func TestSSOSignIn(t *testing.T) {
 			t.Fatalf("disabled eve: %d\n%s", status, body)
 		}
 	})
+}
+
+// groupsInUserInfo is an identity-provider user whose groups are in the
+// UserInfo answer only, not in the ID token.
+type groupsInUserInfo struct{ *mockoidc.MockUser }
+
+func (u groupsInUserInfo) Claims(scope []string, c *mockoidc.IDTokenClaims) (jwt.Claims, error) {
+	token := *u.MockUser
+	token.Groups = nil
+	return token.Claims(scope, c)
 }
 
 // tampered is an identity-provider user whose ID token claims are
