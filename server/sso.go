@@ -118,6 +118,14 @@ func (s *Service) createSSOUser(ctx context.Context, id Identity, remoteAddr str
 	return u, nil
 }
 
+// UserBySubject returns the single sign-on user of issuer and subject, or
+// ErrNotFound.
+func (s *Service) UserBySubject(ctx context.Context, issuer, subject string) (*User, error) {
+	var u User
+	err := s.db.WithContext(ctx).Where("subject = ?", Identity{Issuer: issuer, Subject: subject}.subject()).Take(&u).Error
+	return &u, mapDBError(err)
+}
+
 // ssoChange is a change of a user made by a single sign-on: the identity
 // provider vouched for the person and the mapping rules gave the role, so
 // it authorizes itself.

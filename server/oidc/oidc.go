@@ -181,8 +181,9 @@ func (p *Provider) AuthURL(ctx context.Context, f Flow, redirectURL string) (str
 
 // Refusal is a sign-in the console refuses although the identity
 // provider vouched for the person (no rule maps their groups); Msg is
-// said to them.
-type Refusal struct{ Msg string }
+// said to them. Issuer and Subject name the person, whose sessions end if
+// they had a user here.
+type Refusal struct{ Msg, Issuer, Subject string }
 
 func (r *Refusal) Error() string { return "oidc: refused: " + r.Msg }
 
@@ -280,7 +281,7 @@ func (p *Provider) identity(idt *gooidc.IDToken, claims map[string]json.RawMessa
 	}
 	g, ok := Map(p.cfg.Rules, groups, p.cfg.DefaultRole)
 	if !ok {
-		return server.Identity{}, &Refusal{Msg: fmt.Sprintf("%s signed you in, but no rule of this console maps your groups (%s) to a role. Ask an administrator to add a rule for one of your groups.", p.cfg.Name, groupList(groups))}
+		return server.Identity{}, &Refusal{Issuer: idt.Issuer, Subject: idt.Subject, Msg: fmt.Sprintf("%s signed you in, but no rule of this console maps your groups (%s) to a role. Ask an administrator to add a rule for one of your groups.", p.cfg.Name, groupList(groups))}
 	}
 	why := g.Why
 	if len(why) > 900 {

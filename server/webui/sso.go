@@ -105,6 +105,13 @@ func (h *handler) ssoCallback(c *gin.Context) {
 	var refusal *oidc.Refusal
 	switch {
 	case errors.As(err, &refusal):
+		// Someone who had a role here and lost every mapped group loses
+		// their sessions too.
+		if u, err := h.svc.UserBySubject(c.Request.Context(), refusal.Issuer, refusal.Subject); err == nil {
+			if err := endSessions(h.sessions.db.WithContext(c.Request.Context()), u.ID); err != nil {
+				h.log.Error("webui: end the sessions of a refused user", "user", u.Username, "err", err)
+			}
+		}
 		h.refuse(c, http.StatusForbidden, refusal.Msg)
 		return
 	case errors.Is(err, oidc.ErrUnreachable):

@@ -186,6 +186,13 @@ func TestSSOSignIn(t *testing.T) {
 		if st, page := again.get("/ui/"); st != http.StatusOK || !strings.Contains(page, `role-admin`) {
 			t.Fatalf("overview as admin olga: %d", st)
 		}
+		// Out of every mapped group: refused, and her sessions end.
+		if status, _, _ := newClient(t, c).ssoSignIn(m, person("sub-olga", "olga", "design")); status != http.StatusForbidden {
+			t.Fatalf("olga in no mapped group: %d", status)
+		}
+		if st, _ := again.get("/ui/"); st != http.StatusSeeOther {
+			t.Fatalf("olga's session outlived her groups: %d", st)
+		}
 	})
 
 	t.Run("groups missing from the ID token are read from UserInfo", func(t *testing.T) {
