@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
+	"github.com/switchyard-io/switchyard/server/seal"
 )
 
 // approvalFixture is a console with a protected app "pay" (the default
@@ -41,9 +44,9 @@ func (s *shiftClock) Add(d time.Duration) {
 	s.shift += d
 }
 
-func newApprovalFixture(t *testing.T) *approvalFixture {
+func newApprovalFixture(t *testing.T, mod ...func(*console.Config)) *approvalFixture {
 	f := &approvalFixture{e: newEnv(t), now: &shiftClock{}}
-	f.c = f.e.startWith([]console.Option{console.WithClock(f.now.Now)})
+	f.c = f.e.startWith([]console.Option{console.WithClock(f.now.Now)}, mod...)
 	for _, name := range []string{"ann", "bob"} {
 		r := mustStatus(t, call(t, f.c, "POST", "/api/v1/tokens", adminToken, `{"name":"`+name+`","role":"operator","apps":["pay","shop"],"reason":"test"}`), http.StatusCreated)
 		if name == "ann" {
@@ -357,4 +360,52 @@ func TestApprovalAutomation(t *testing.T) {
 	if n := f.count(t, "change_requests", "author IN ?", []string{audit.ActorTrigger, audit.ActorRollout, audit.ActorDrill, audit.ActorExpiry}); n != 0 {
 		t.Fatalf("jobs made %d change requests", n)
 	}
+}
+
+// TestApprovalDrill: a new or changed drill on a protected app waits for
+// approval; the request keeps the probes' header values sealed, as the
+// drills table does, and the approved request creates the drill with
+// them.
+func TestApprovalDrill(t *testing.T) {
+	keyFile := filepath.Join(t.TempDir(), "secret.key")
+	if _, _, err := seal.Ensure(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	f := newApprovalFixture(t, func(cfg *console.Config) { cfg.SecretKeyFile = keyFile })
+	c := f.c
+	body := `{"name":"d1","switch":"writes","target":{"percent":5},"duration":"1m","probes":[{"url":"http://svc/x","headers":{"Authorization":"Bearer s3cret-probe-token"}}],"reason":"drill the queue"}`
+	// Probe headers are an admin's to set: the admin asks, ann approves.
+	r := mustStatus(t, call(t, c, "POST", "/api/v1/apps/pay/drills", adminToken, body), http.StatusAccepted)
+	if r.str("approval_required", "rule") != "drill.create" {
+		t.Fatalf("held drill: %s", r.Raw)
+	}
+	id := int(r.num("change_request", "id"))
+	if n := f.count(t, "change_requests", "id = ? AND body LIKE ?", id, "%s3cret%"); n != 0 {
+		t.Fatal("the request stores a probe header in the clear")
+	}
+	mustProblem(t, call(t, c, "GET", "/api/v1/apps/pay/drills/d1", f.ann, ""), http.StatusNotFound, "")
+	req := fmt.Sprintf("/api/v1/requests/%d", id)
+	mustStatus(t, call(t, c, "POST", req+"/approve", f.ann, `{"reason":"5 % is fine"}`), http.StatusOK)
+	mustStatus(t, call(t, c, "POST", req+"/apply", adminToken, ""), http.StatusOK)
+	mustStatus(t, call(t, c, "GET", "/api/v1/apps/pay/drills/d1", f.ann, ""), http.StatusOK)
+	var spec string
+	if err := c.DB.Table("drills").Where("app = ? AND name = ?", "pay", "d1").Select("spec").Scan(&spec).Error; err != nil {
+		t.Fatal(err)
+	}
+	keys, err := seal.Load(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sp struct {
+		Probes []struct{ Headers map[string]string } `json:"probes"`
+	}
+	_ = json.Unmarshal([]byte(spec), &sp)
+	if len(sp.Probes) != 1 {
+		t.Fatalf("drill spec: %s", spec)
+	}
+	if v, err := keys.Open(sp.Probes[0].Headers["Authorization"]); err != nil || v != "Bearer s3cret-probe-token" {
+		t.Fatalf("the approved drill's header: %q %v", v, err)
+	}
+	// A change of the drill is held too.
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/pay/drills/d1", f.ann, `{"duration":"2m","reason":"longer"}`), http.StatusAccepted)
 }

@@ -64,6 +64,9 @@ func (c *Console) wireDomains(reg prometheus.Registerer) (api.Domains, webui.Dom
 		return ad, wd, err
 	}
 	ad.Drills, wd.Drills = drills, drills
+	// A new or changed drill on a protected app waits for approval.
+	c.Service.OnApplyPending(audit.DrillCreate, drills.ApplyHeld)
+	c.Service.OnApplyPending(audit.DrillUpdate, drills.ApplyHeld)
 
 	// Expiry, findings (never_drilled from the drills' last passing runs)
 	// and notification channels.
