@@ -104,6 +104,9 @@ const (
 	ReviewClose Action = "review.close"
 )
 
+// FindingAck is a person's acknowledgement of an open finding.
+const FindingAck Action = "finding.ack"
+
 // RetentionPrune is the leader's deletion of history older than the
 // retention age (server/retention): one event per prune.
 const RetentionPrune Action = "retention.prune"
@@ -123,6 +126,7 @@ var Actions = []Action{
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
 	PolicyUpdate, RequestCreate, RequestUpdate, RequestApprove, RequestDeny, ReviewClose,
+	FindingAck,
 	RetentionPrune,
 	Drift,
 }

@@ -196,7 +196,7 @@ func jsonString(v any) string {
 // CheckVersion compares the caller's expected version with the stored one.
 func CheckVersion(expected *int64, current int64) error {
 	if expected != nil && *expected != current {
-		return fmt.Errorf("%w: version %d is stale, current is %d", ErrConflict, *expected, current)
+		return &VersionError{What: "version", Expected: *expected, Current: current}
 	}
 	return nil
 }

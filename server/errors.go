@@ -10,7 +10,7 @@ import (
 // Sentinel errors; the API maps each to one status code.
 var (
 	ErrNotFound      = errors.New("server: not found")
-	ErrConflict      = errors.New("server: version conflict")
+	ErrConflict      = errors.New("server: conflict")
 	ErrAlreadyExists = errors.New("server: already exists")
 	ErrUnauthorized  = errors.New("server: missing or invalid credentials")
 	ErrForbidden     = errors.New("server: forbidden")
@@ -38,6 +38,33 @@ type StateError struct{ Msg string }
 func (e *StateError) Error() string { return "server: " + e.Msg }
 
 func (e *StateError) Unwrap() error { return ErrConflict }
+
+// VersionError is ErrConflict for a change that named the version it
+// expected (optimistic concurrency) when the entity is at another one:
+// the caller read it before someone else changed it.
+type VersionError struct {
+	What              string // "version", "plan version"
+	Expected, Current int64
+}
+
+func (e *VersionError) Error() string {
+	if e.Current == 0 {
+		return fmt.Sprintf("%s: %s %d is stale: it changed meanwhile", ErrConflict, e.What, e.Expected)
+	}
+	return fmt.Sprintf("%s: %s %d is stale, current is %d", ErrConflict, e.What, e.Expected, e.Current)
+}
+
+func (e *VersionError) Unwrap() error { return ErrConflict }
+
+// ChangedConcurrently is the conflict of a guarded write that found its
+// row changed since it was read: a VersionError when the caller named the
+// version it expected, else a plain ErrConflict naming target.
+func ChangedConcurrently(target string, expected *int64) error {
+	if expected != nil {
+		return &VersionError{What: "version", Expected: *expected}
+	}
+	return fmt.Errorf("%w: %s changed concurrently", ErrConflict, target)
+}
 
 // Conflictf returns a StateError.
 func Conflictf(format string, args ...any) error {

@@ -5,19 +5,27 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
 // ShortDuration writes d the way people write durations, without zero
-// units: "72h", "1h30m", "5m", "42s". time.Duration's String writes 72h0m0s.
-func ShortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
+// units: "72h", "1h30m", "5m", "42s" (wire.FormatDuration). Every
+// duration the API answers is in this form.
+func ShortDuration(d time.Duration) string { return wire.FormatDuration(d) }
+
+// CanonicalDuration is a duration as stored (as a person wrote it: "7d",
+// "90m", "1h0m0s") in the form the API answers: ShortDuration of its
+// value ("168h", "1h30m", "1h"). What does not parse is returned as it is.
+func CanonicalDuration(s string) string {
+	if s == "" {
+		return s
 	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
+	d, err := ParseDuration(s)
+	if err != nil {
+		return s
 	}
-	return s
+	return ShortDuration(d)
 }
 
 // ParseDuration reads a duration as people write them: Go's syntax

@@ -37,3 +37,16 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestCanonicalDuration: a duration as written is answered in one form;
+// what does not parse stays as it is.
+func TestCanonicalDuration(t *testing.T) {
+	for in, want := range map[string]string{
+		"7d": "168h", "1d12h": "36h", "90m": "1h30m", "1h0m0s": "1h", "72h0m0s": "72h", "300s": "5m",
+		"2000ms": "2s", "0s": "0s", "": "", "soon": "soon",
+	} {
+		if got := CanonicalDuration(in); got != want {
+			t.Errorf("CanonicalDuration(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -73,33 +74,104 @@ func (r *LimitRule) View() LimitView {
 
 // LimitInput creates a limit rule: the rule's fields (resource, kind,
 // parameters, mode, scope, key_by) plus description and reason.
+//
+// The parameters whose zero means "the default" are pointers shadowing the
+// rule's members of the same JSON name, to tell an absent member (the
+// default) from an explicit one, which must be in range: an explicit 0 is
+// refused, never replaced by the default.
 type LimitInput struct {
 	wire.LimitRule
-	// HalfOpenProbes tells an absent half_open_probes (nil: the default)
-	// from an explicit one, which must be in range (0 is refused); it
-	// shadows the rule's member of the same name in JSON.
-	HalfOpenProbes *int   `json:"half_open_probes,omitempty"`
-	Description    string `json:"description"`
-	Reason         string `json:"reason"`
+	HalfOpenProbes  *int           `json:"half_open_probes,omitempty"`
+	Window          *wire.Duration `json:"window,omitempty"`
+	MaxOpenDuration *wire.Duration `json:"max_open_duration,omitempty"`
+	MinRequests     *int           `json:"min_requests,omitempty"`
+	K               *float64       `json:"k,omitempty"`
+	CPU             *float64       `json:"cpu,omitempty"`
+	Cooldown        *wire.Duration `json:"cooldown,omitempty"`
+	QueueInterval   *wire.Duration `json:"queue_interval,omitempty"`
+	KeyBy           *keyByInput    `json:"key_by,omitempty"`
+	Description     string         `json:"description"`
+	Reason          string         `json:"reason"`
 }
 
-// rule returns the rule to create: the input's, with half_open_probes
-// taken from the JSON member when given and defaulted for a breaker when
-// absent.
-func (in *LimitInput) rule() wire.LimitRule {
+// keyByInput is wire.KeyBy with its defaulted bounds as pointers.
+type keyByInput struct {
+	Source  string         `json:"source,omitempty"`
+	Name    string         `json:"name,omitempty"`
+	MaxKeys *int           `json:"max_keys,omitempty"`
+	TTL     *wire.Duration `json:"ttl,omitempty"`
+}
+
+// rule returns the rule to create — the input's, with the shadowed members
+// taken from the JSON when given and half_open_probes defaulted for a
+// breaker when absent — and the errors of explicit values that only an
+// absent member may have.
+func (in *LimitInput) rule() (wire.LimitRule, FieldErrors) {
 	r := in.LimitRule
-	switch {
-	case in.HalfOpenProbes != nil:
+	var v FieldErrors
+	// explicit checks a member given explicitly: 0 or less is refused,
+	// naming what leaving it out means (absent; "" where the kind has no
+	// default and Validate says what is wrong), and a member the kind does
+	// not take is refused as such.
+	explicit := func(field string, positive bool, absent string) {
+		switch {
+		case positive:
+		case !strings.HasPrefix(field, "key_by.") && !slices.Contains(kindParams[r.Kind], field):
+			v.Addf(field, "is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", "))
+		case absent != "":
+			v.Addf(field, "must be greater than 0 (leave it out for %s)", absent)
+		}
+	}
+	// defaulted is absent when kind defaults field, "" when it requires it.
+	defaulted := func(absent string, kinds ...string) string {
+		if slices.Contains(kinds, r.Kind) {
+			return absent
+		}
+		return ""
+	}
+	duration := func(field string, p *wire.Duration, dst *wire.Duration, absent string) {
+		if p != nil {
+			*dst = *p
+			explicit(field, *p > 0, absent)
+		}
+	}
+	if in.HalfOpenProbes != nil {
 		r.HalfOpenProbes = *in.HalfOpenProbes
-	case r.Kind == wire.KindBreaker && r.HalfOpenProbes == 0:
+		explicit("half_open_probes", r.HalfOpenProbes > 0, fmt.Sprintf("the default %d", DefaultHalfOpenProbes))
+	} else if r.Kind == wire.KindBreaker {
 		r.HalfOpenProbes = DefaultHalfOpenProbes
 	}
-	return r
+	if in.MinRequests != nil {
+		r.MinRequests = *in.MinRequests
+		explicit("min_requests", r.MinRequests > 0, defaulted("the default", wire.KindThrottle))
+	}
+	if in.K != nil {
+		r.K = *in.K
+		explicit("k", r.K > 0, "the default 2")
+	}
+	if in.CPU != nil {
+		r.CPU = *in.CPU
+		explicit("cpu", r.CPU > 0, "the default 0.8")
+	}
+	duration("window", in.Window, &r.Window, defaulted("the default", wire.KindAdaptive, wire.KindThrottle, wire.KindSystem))
+	duration("max_open_duration", in.MaxOpenDuration, &r.MaxOpenDuration, "no growth: every open period lasts open_duration")
+	duration("cooldown", in.Cooldown, &r.Cooldown, "the default 1s")
+	duration("queue_interval", in.QueueInterval, &r.QueueInterval, "the default 100ms")
+	if k := in.KeyBy; k != nil {
+		r.KeyBy = wire.KeyBy{Source: k.Source, Name: k.Name}
+		if k.MaxKeys != nil {
+			r.KeyBy.MaxKeys = *k.MaxKeys
+			explicit("key_by.max_keys", r.KeyBy.MaxKeys > 0, "the default 10000")
+		}
+		duration("key_by.ttl", k.TTL, &r.KeyBy.TTL, "the default 10m")
+	}
+	return r, v
 }
 
-// LimitPatch replaces some top-level fields of a rule. Fields holds the raw
-// JSON members other than version, reason and description, merged over the
-// current rule.
+// LimitPatch changes some fields of a rule: its JSON form is an RFC 7396
+// merge patch (Patch). Fields holds the members other than version,
+// reason and description, merged over the current rule; null puts a
+// parameter back to its default, and a description of null clears it.
 type LimitPatch struct {
 	Version     *int64
 	Reason      string
@@ -129,6 +201,9 @@ func (p *LimitPatch) UnmarshalJSON(b []byte) error {
 	}
 	if err := take("reason", &p.Reason); err != nil {
 		return err
+	}
+	if string(bytes.TrimSpace(m["description"])) == "null" {
+		m["description"] = json.RawMessage(`""`)
 	}
 	if err := take("description", &p.Description); err != nil {
 		return err
@@ -183,13 +258,15 @@ func (p *LimitPatch) merge(cur *wire.LimitRule) (*wire.LimitRule, error) {
 		}
 		m = keep
 	}
-	for k, v := range p.Fields {
-		m[k] = v
+	doc, _ := json.Marshal(m)
+	fields := []byte("{}")
+	if len(p.Fields) > 0 {
+		fields, _ = json.Marshal(p.Fields)
 	}
-	merged, _ := json.Marshal(m)
 	var out LimitInput
-	errs := DecodeJSON(merged, &out)
-	r := out.rule()
+	errs := DecodeJSON(MergePatch(doc, fields), &out)
+	r, explicit := out.rule()
+	errs.AddErr("", explicit.Err())
 	errs.AddErr("", validateLimit(&r))
 	return &r, errs.Err()
 }
@@ -212,7 +289,7 @@ func validateLimit(r *wire.LimitRule) error {
 	r.Resource = strings.TrimSpace(r.Resource)
 	var v FieldErrors
 	v.AddErr("", r.Validate())
-	if v.Err() == nil {
+	if _, known := kindParams[r.Kind]; known {
 		for _, f := range foreignParams(r) {
 			v.Add(f, fmt.Sprintf("is not a parameter of kind %s (it takes %s)", r.Kind, strings.Join(kindParams[r.Kind], ", ")))
 		}

@@ -27,10 +27,11 @@ func (s *Service) GetLimit(ctx context.Context, app, resource string) (*LimitRul
 
 // CreateLimit creates a limit rule in state on (published and enforced).
 func (s *Service) CreateLimit(ctx context.Context, a Actor, app string, in LimitInput) (*LimitRule, Receipt, error) {
-	rule := in.rule()
+	rule, explicit := in.rule()
 	rule.App, rule.Version, rule.Resource = app, 0, strings.TrimSpace(rule.Resource)
 	return create(ctx, s, limitOp(a, app, rule.Resource, audit.LimitCreate, in.Reason, nil), func() (*LimitRule, error) {
-		if err := validateLimit(&rule); err != nil {
+		explicit.AddErr("", validateLimit(&rule))
+		if err := explicit.Err(); err != nil {
 			return nil, err
 		}
 		return &LimitRule{

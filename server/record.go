@@ -53,16 +53,8 @@ func load[T any, P entity[T]](tx *gorm.DB, app, name string) (P, error) {
 	return e, nil
 }
 
-// Page selects part of a list ordered by app and name: the entries after
-// the cursor After ("app/name"; "" starts at the beginning), at most Limit
-// of them (0: all).
-type Page struct {
-	After string
-	Limit int
-}
-
 // list reads one page of the entities of app (every app when app is "")
-// and returns the cursor of the next page ("" when there is none).
+// ordered by app and name; an entry's cursor is "app/name".
 func list[T any, P entity[T]](db *gorm.DB, app string, pg Page) ([]T, string, error) {
 	col := P(new(T)).nameColumn()
 	q := db.Order("app, " + col)
@@ -73,18 +65,14 @@ func list[T any, P entity[T]](db *gorm.DB, app string, pg Page) ([]T, string, er
 		a, n, _ := strings.Cut(pg.After, "/") // app names hold no slash
 		q = q.Where("(app > ? OR (app = ? AND "+col+" > ?))", a, a, n)
 	}
-	if pg.Limit > 0 {
-		q = q.Limit(pg.Limit + 1)
-	}
 	var out []T
-	if err := q.Find(&out).Error; err != nil {
+	if err := pg.limit(q).Find(&out).Error; err != nil {
 		return nil, "", unavailable(err)
 	}
-	if pg.Limit <= 0 || len(out) <= pg.Limit {
-		return out, "", nil
-	}
-	out = out[:pg.Limit]
-	_, next, _ := strings.Cut(P(&out[pg.Limit-1]).Target(), "/") // "kind/app/name"
+	out, next := Cut(out, pg, func(e *T) string {
+		_, key, _ := strings.Cut(P(e).Target(), "/") // "kind/app/name"
+		return key
+	})
 	return out, next, nil
 }
 
@@ -186,7 +174,7 @@ func updateChange[T any, P entity[T]](s *Service, op entityOp, mutate func(P) er
 			return "", nil, nil, res.Error
 		}
 		if res.RowsAffected == 0 {
-			return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
 		}
 		*out = next
 		return next.Target(), cur.describe(), next.describe(), nil
@@ -209,7 +197,7 @@ func remove[T any, P entity[T]](ctx context.Context, s *Service, op entityOp) (R
 			return "", nil, nil, res.Error
 		}
 		if res.RowsAffected == 0 {
-			return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", ErrConflict, cur.Target())
+			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
 		}
 		return cur.Target(), cur.describe(), nil, nil
 	}))

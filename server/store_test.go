@@ -85,7 +85,7 @@ func TestSwitchLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sw.Version != 1 || sw.State != wire.StateOff || sw.RolloutBasis != 10000 || sw.MaxOn != "72h0m0s" {
+		if sw.Version != 1 || sw.State != wire.StateOff || sw.RolloutBasis != 10000 || sw.MaxOn != "72h" {
 			t.Fatalf("created %+v", sw)
 		}
 		if _, _, err := svc.CreateSwitch(ctx, operator, "checkout", SwitchInput{Name: "recommend", Level: wire.L3, Reason: "again"}); !errors.Is(err, ErrAlreadyExists) {

@@ -163,8 +163,8 @@ func (s *Switch) View() SwitchView {
 	v := SwitchView{
 		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
 		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: s.MaxStaleness, State: s.State, Rollout: s.Rollout(),
-		MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
+		MaxStaleness: CanonicalDuration(s.MaxStaleness), State: s.State, Rollout: s.Rollout(),
+		MaxOn: CanonicalDuration(s.MaxOn), ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
 		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
 		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
 	}
@@ -189,7 +189,11 @@ type SwitchInput struct {
 	Reason       string          `json:"reason"`
 }
 
-// SwitchPatch changes some fields of a switch; nil fields stay as they are.
+// SwitchPatch changes some fields of a switch. Its JSON form is an
+// RFC 7396 merge patch over the switch's fields as the API shows them
+// (Patch): null puts an optional field back to its default. Go callers
+// may set the typed fields instead, each non-nil one a member of the
+// patch.
 type SwitchPatch struct {
 	Version      *int64           `json:"version"`
 	Reason       string           `json:"reason"`
@@ -202,6 +206,30 @@ type SwitchPatch struct {
 	Rollout      *wire.Rollout    `json:"rollout"`
 	MaxOn        *string          `json:"max_on"`
 	ExpiryPolicy *string          `json:"expiry_policy"`
+
+	merge json.RawMessage // the merge patch a JSON body gave
+}
+
+// UnmarshalJSON takes a merge patch.
+func (p *SwitchPatch) UnmarshalJSON(b []byte) error {
+	var mp Patch
+	if err := json.Unmarshal(b, &mp); err != nil {
+		return err
+	}
+	*p = SwitchPatch{Version: mp.Version, Reason: mp.Reason, merge: mp.Fields}
+	return nil
+}
+
+// patch is the merge patch p stands for.
+func (p *SwitchPatch) patch() Patch {
+	if p.merge != nil {
+		return Patch{Fields: p.merge}
+	}
+	return PatchOf(map[string]any{
+		"level": p.Level, "description": p.Description, "owner": p.Owner, "runbook": p.Runbook,
+		"fallback": p.Fallback, "max_staleness": p.MaxStaleness, "rollout": p.Rollout,
+		"max_on": p.MaxOn, "expiry_policy": p.ExpiryPolicy,
+	})
 }
 
 // Toggle turns a switch on or off.
@@ -233,7 +261,7 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 		}
 	}
 	if s.MaxOn == "" {
-		s.MaxOn = DefaultMaxOn.String()
+		s.MaxOn = ShortDuration(DefaultMaxOn)
 	}
 	if s.ExpiryPolicy == "" {
 		s.ExpiryPolicy = ExpiryRemind
@@ -241,38 +269,48 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 	return s, nil
 }
 
-// apply copies the patch onto s.
+// fields are the fields of s a patch merges over, as the API shows them.
+func (s *Switch) fields() SwitchInput {
+	r := s.Rollout()
+	in := SwitchInput{
+		Level: s.Level, Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
+		MaxStaleness: s.MaxStaleness, Rollout: &r, MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy,
+	}
+	if s.Fallback != "" {
+		in.Fallback = json.RawMessage(s.Fallback)
+	}
+	return in
+}
+
+// apply merges the patch over s and sets what it changed; the error
+// lists every bad member and every invalid field of the result.
 func (p *SwitchPatch) apply(s *Switch) error {
-	set := func(dst *string, src *string) {
-		if src != nil {
-			*dst = strings.TrimSpace(*src)
-		}
-	}
-	if p.Level != nil {
-		s.Level = *p.Level
-	}
-	set(&s.Description, p.Description)
-	set(&s.Owner, p.Owner)
-	set(&s.Runbook, p.Runbook)
-	set(&s.MaxStaleness, p.MaxStaleness)
-	set(&s.MaxOn, p.MaxOn)
-	set(&s.ExpiryPolicy, p.ExpiryPolicy)
-	if p.Fallback != nil {
-		s.Fallback = fallbackString(*p.Fallback)
-	}
-	if p.Rollout != nil {
-		if err := s.setRollout(*p.Rollout); err != nil {
-			return err
-		}
+	mp := p.patch()
+	var in SwitchInput
+	v := mp.Merge(s.fields(), &in)
+	if mp.Names("name") {
+		v.Add("name", "cannot be changed; create a switch with the new name and delete this one")
 	}
 	// Per-level fields do not outlive a level change.
-	if s.Level != wire.L1 && p.Fallback == nil {
-		s.Fallback = ""
+	if in.Level != wire.L1 && !mp.Names("fallback") {
+		in.Fallback = nil
 	}
-	if s.Level != wire.L2 && p.MaxStaleness == nil {
-		s.MaxStaleness = ""
+	if in.Level != wire.L2 && !mp.Names("max_staleness") {
+		in.MaxStaleness = ""
 	}
-	return nil
+	rollout := in.Rollout
+	in.Rollout = nil
+	next, _ := newSwitch(s.App, &in) // without a rollout it cannot fail
+	s.Level, s.Description, s.Owner, s.Runbook = next.Level, next.Description, next.Owner, next.Runbook
+	s.Fallback, s.MaxStaleness, s.MaxOn, s.ExpiryPolicy = next.Fallback, next.MaxStaleness, next.MaxOn, next.ExpiryPolicy
+	s.RolloutBasis, s.RolloutStickiness, s.RolloutSelector = next.RolloutBasis, next.RolloutStickiness, next.RolloutSelector
+	if rollout != nil {
+		v.AddErr("", s.setRollout(*rollout))
+	}
+	if len(v) > 0 {
+		v.AddErr("", s.validate())
+	}
+	return v.Err()
 }
 
 // fallbackString is the stored form of a fallback: JSON null and an absent

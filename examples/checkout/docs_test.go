@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/agent"
 	"github.com/switchyard-io/switchyard/internal/doctest"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/sdk"
@@ -71,8 +72,26 @@ func TestRunnableDocs(t *testing.T) {
 	demo := startDemo(t, cfg.EmbeddedEtcdURL)
 
 	sh := startShell(t, root, "API="+con.URL()+"/api/v1", "TOKEN="+docsToken)
-	rewrite := strings.NewReplacer("127.0.0.1:8080", con.Addr(), "127.0.0.1:8070", demo, "sy_...", docsToken)
+	addrs := []string{"127.0.0.1:8080", con.Addr(), "127.0.0.1:8070", demo, "sy_...", docsToken}
+	rewrite := strings.NewReplacer(addrs...)
+	// Some docs need a process besides the console and the demo: it runs
+	// while their commands do, and its addresses replace theirs.
+	besides := map[string]func(*testing.T, string) (addrs []string, stop func()){"docs/agent.md": startAgent}
+	var (
+		file string
+		stop = func() {}
+	)
+	defer func() { stop() }()
 	for _, c := range cmds {
+		if c.File != file {
+			stop()
+			file, stop, rewrite = c.File, func() {}, strings.NewReplacer(addrs...)
+			if start := besides[file]; start != nil {
+				var more []string
+				more, stop = start(t, cfg.EmbeddedEtcdURL)
+				rewrite = strings.NewReplacer(append(more, addrs...)...)
+			}
+		}
 		text := rewrite.Replace(c.Text)
 		out, status := sh.run(t, text)
 		if status != 0 {
@@ -123,6 +142,48 @@ func startDemo(t *testing.T, etcdURL string) string {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return ln.Addr().String()
+}
+
+// startAgent runs the agent of docs/agent.md's quickstart — app checkout,
+// instance agent-1, labels kind=agent, on the console's embedded etcd — on
+// free ports, and returns the replacements of the docs' agent addresses
+// and how to stop it (its instance key goes with it).
+func startAgent(t *testing.T, etcdURL string) ([]string, func()) {
+	cfg := agent.DefaultConfig()
+	cfg.EtcdEndpoints, cfg.App, cfg.InstanceID, cfg.SnapshotDir = []string{etcdURL}, "checkout", "agent-1", t.TempDir()
+	cfg.Labels = map[string]string{"kind": "agent"}
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := agent.New(ctx, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := a.Client().WaitReady(wctx); err != nil {
+		t.Fatal(err)
+	}
+	var servers []*http.Server
+	var out []string
+	for _, h := range []struct {
+		doc     string
+		handler http.Handler
+	}{{"localhost:8090", a.Handler()}, {"localhost:8016", a.OFREPHandler()}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h.handler, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		servers = append(servers, srv)
+		out = append(out, h.doc, ln.Addr().String())
+	}
+	return out, func() {
+		for _, srv := range servers {
+			_ = srv.Close()
+		}
+		a.Close()
+		cancel()
+	}
 }
 
 // shell is one bash process the docs' commands run in, one after another,

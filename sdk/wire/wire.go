@@ -354,98 +354,99 @@ type LimitRule struct {
 	Overload
 }
 
-// Validate checks a limit rule; the error names the field.
-func (r *LimitRule) Validate() (err error) {
+// Validate checks a limit rule; the error names every bad field (joined
+// FieldErrors, one per field), the overload parameters' with the kind's.
+func (r *LimitRule) Validate() error {
+	var errs []error
+	bad := func(field, msg string) { errs = append(errs, &FieldError{Field: field, Msg: msg}) }
+	positive := func(field string, ok bool) {
+		if !ok {
+			bad(field, "must be greater than 0")
+		}
+	}
 	if !ValidApp(r.App) {
-		return &FieldError{Field: "app", Msg: "invalid app name"}
+		bad("app", "invalid app name")
 	}
 	if r.Resource == "" || len(r.Resource) > 200 || !Printable(r.Resource) {
-		return &FieldError{Field: "resource", Msg: "must be 1–200 printable characters (no control characters)"}
+		bad("resource", "must be 1–200 printable characters (no control characters)")
 	}
 	switch r.Mode {
 	case ModeEnforce, ModeShadow:
 	default:
-		return &FieldError{Field: "mode", Msg: `must be "enforce" or "shadow"`}
+		bad("mode", `must be "enforce" or "shadow"`)
 	}
 	switch r.Scope {
 	case ScopeInstance, ScopeCluster:
 	default:
-		return &FieldError{Field: "scope", Msg: `must be "instance" or "cluster"`}
+		bad("scope", `must be "instance" or "cluster"`)
 	}
 	switch r.KeyBy.Source {
 	case "", "context":
 	case "header":
 		if r.KeyBy.Name == "" {
-			return &FieldError{Field: "key_by.name", Msg: "is required when source is header"}
+			bad("key_by.name", "is required when source is header")
 		}
 	default:
-		return &FieldError{Field: "key_by.source", Msg: `must be "", "header" or "context"`}
+		bad("key_by.source", `must be "", "header" or "context"`)
 	}
 	if r.KeyBy.MaxKeys < 0 || r.KeyBy.MaxKeys > 1_000_000 {
-		return &FieldError{Field: "key_by.max_keys", Msg: "must be between 0 and 1000000"}
+		bad("key_by.max_keys", "must be between 1 and 1000000")
 	}
 	if r.KeyBy.TTL < 0 {
-		return &FieldError{Field: "key_by.ttl", Msg: "must not be negative"}
+		bad("key_by.ttl", "must be greater than 0")
 	}
-	// The overload parameters are reported together with the kind's.
-	overload := r.validateOverload()
-	defer func() { err = errors.Join(err, overload) }()
-	positive := func(field string, ok bool) error {
-		if !ok {
-			return &FieldError{Field: field, Msg: "must be greater than 0"}
-		}
-		return nil
+	if err := r.validateOverload(); err != nil {
+		errs = append(errs, err)
 	}
 	switch r.Kind {
 	case KindTokenBucket:
-		return errors.Join(positive("rate", r.Rate > 0), positive("burst", r.Burst > 0))
+		positive("rate", r.Rate > 0)
+		positive("burst", r.Burst > 0)
 	case KindSlidingWindow:
-		return errors.Join(positive("limit", r.Limit > 0), positive("window", r.Window > 0))
+		positive("limit", r.Limit > 0)
+		positive("window", r.Window > 0)
 	case KindConcurrency:
-		return positive("max", r.Max > 0)
+		positive("max", r.Max > 0)
 	case KindGCRA:
+		positive("rate", r.Rate > 0)
 		if r.MaxWait < 0 {
-			return &FieldError{Field: "max_wait", Msg: "must not be negative"}
+			bad("max_wait", "must not be negative")
 		}
-		return positive("rate", r.Rate > 0)
 	case KindAdaptive:
-		if err := errors.Join(positive("min", r.Min > 0), positive("max", r.Max > 0)); err != nil {
-			return err
-		}
-		if r.Min > r.Max {
-			return &FieldError{Field: "min", Msg: "must not exceed max"}
+		positive("min", r.Min > 0)
+		positive("max", r.Max > 0)
+		if r.Min > 0 && r.Max > 0 && r.Min > r.Max {
+			bad("min", "must not exceed max")
 		}
 		if r.Window != 0 && r.Window < Duration(time.Second) {
-			return &FieldError{Field: "window", Msg: "must be at least 1s"}
+			bad("window", "must be at least 1s")
 		}
-		return nil
 	case KindBreaker:
 		if r.ErrorRate < 0 || r.ErrorRate > 1 {
-			return &FieldError{Field: "error_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
+			bad("error_rate", "must be between 0 and 1 (a share of calls, 0.5 = 50 %)")
 		}
 		if r.SlowCallRate < 0 || r.SlowCallRate > 1 {
-			return &FieldError{Field: "slow_call_rate", Msg: "must be between 0 and 1 (a share of calls, 0.5 = 50 %)"}
+			bad("slow_call_rate", "must be between 0 and 1 (a share of calls, 0.5 = 50 %)")
 		}
 		if r.ErrorRate == 0 && r.SlowCallRate == 0 {
-			return &FieldError{Field: "error_rate", Msg: "is required unless slow_call_rate is set: a breaker needs a rate to trip on"}
+			bad("error_rate", "is required unless slow_call_rate is set: a breaker needs a rate to trip on")
 		}
-		if r.SlowCallRate > 0 && r.SlowCallDuration <= 0 {
-			return &FieldError{Field: "slow_call_duration", Msg: "is required with slow_call_rate"}
+		if r.SlowCallDuration < 0 || (r.SlowCallRate > 0 && r.SlowCallDuration == 0) {
+			bad("slow_call_duration", "is required with slow_call_rate, greater than 0")
 		}
-		if r.MaxOpenDuration != 0 && r.MaxOpenDuration < r.OpenDuration {
-			return &FieldError{Field: "max_open_duration", Msg: "must not be below open_duration"}
+		positive("min_requests", r.MinRequests > 0)
+		positive("window", r.Window > 0)
+		positive("open_duration", r.OpenDuration > 0)
+		if r.MaxOpenDuration < 0 || (r.MaxOpenDuration != 0 && r.MaxOpenDuration < r.OpenDuration) {
+			bad("max_open_duration", "must not be below open_duration")
 		}
-		return errors.Join(
-			positive("min_requests", r.MinRequests > 0),
-			positive("window", r.Window > 0),
-			positive("open_duration", r.OpenDuration > 0),
-			positive("half_open_probes", r.HalfOpenProbes > 0),
-		)
+		positive("half_open_probes", r.HalfOpenProbes > 0)
 	case KindThrottle, KindSystem:
-		return nil // validateOverload checked them
+		// validateOverload checked them
 	default:
-		return &FieldError{Field: "kind", Msg: "must be one of " + strings.Join(LimitKinds, ", ")}
+		bad("kind", "must be one of "+strings.Join(LimitKinds, ", "))
 	}
+	return errors.Join(errs...)
 }
 
 // DecodeLimitRule parses and validates a published limit rule value.
@@ -586,11 +587,30 @@ type Duration time.Duration
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// MarshalJSON writes the duration as a string such as "1m30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// MarshalJSON writes the duration as FormatDuration does ("1m30s", "5m").
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(FormatDuration(time.Duration(d)))
+}
+
+// FormatDuration writes d as a Go duration string without zero units:
+// "72h", "1h30m", "5m", "42s" (time.Duration's String writes 72h0m0s).
+// It is the one form every duration is answered in.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // UnmarshalJSON reads a Go duration string.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil // as encoding/json leaves a value for null
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return errors.New(`duration must be a string such as "30s"`)

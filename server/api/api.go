@@ -7,6 +7,7 @@ package api
 
 import (
 	"context"
+	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -180,6 +181,9 @@ func (h *handler) ready(c *gin.Context) {
 	c.JSON(status, checks)
 }
 
+// same is the view of an entry that is its own view.
+func same[T any](t *T) T { return *t }
+
 func views[T any, V any](items []T, view func(*T) V) []V {
 	out := make([]V, 0, len(items))
 	for i := range items {
@@ -188,24 +192,52 @@ func views[T any, V any](items []T, view func(*T) V) []V {
 	return out
 }
 
-// listPage answers a list request paged by the query's limit (default
-// 100, at most 1000) and after (the next_after of the previous page).
+// listPage answers a list request that has no filters of its own (see
+// readPage and answerPage).
 func listPage[T any, V any](c *gin.Context, key string, read func(server.Page) ([]T, string, error), view func(*T) V) {
-	var v []*server.FieldError
-	pg := server.Page{After: c.Query("after"), Limit: int(queryInt(c, "limit", 1000, &v))}
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
+	pg, ok := readPage(c, nil)
+	if !ok {
 		return
-	}
-	if pg.Limit == 0 {
-		pg.Limit = 100
 	}
 	list, next, err := read(pg)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{key: views(list, view), "next_after": next})
+	answerPage(c, gin.H{key: views(list, view)}, next)
+}
+
+// readPage reads the paging every list takes — limit (default 100, at
+// most 1000) and cursor (the next_cursor of the previous page) — and
+// answers the problem, naming each bad parameter with those in bad (the
+// list's own filters), when any is wrong.
+func readPage(c *gin.Context, bad []*server.FieldError) (server.Page, bool) {
+	pg := server.Page{Limit: int(queryInt(c, "limit", server.MaxPageLimit, &bad))}
+	if pg.Limit == 0 {
+		pg.Limit = server.DefaultPageLimit
+	}
+	if s := c.Query("cursor"); s != "" {
+		key, err := base64.RawURLEncoding.DecodeString(s)
+		if err != nil || len(key) == 0 {
+			bad = append(bad, &server.FieldError{Field: "cursor", Msg: "is not a cursor of this list; pass the next_cursor of its previous page"})
+		}
+		pg.After = string(key)
+	}
+	if len(bad) > 0 {
+		fail(c, &server.ValidationError{Fields: bad})
+		return pg, false
+	}
+	return pg, true
+}
+
+// answerPage answers one page of a list: body holds the entries (and any
+// summary of the whole list); next_cursor, the cursor of the next page, is
+// there only when another page follows.
+func answerPage(c *gin.Context, body gin.H, next string) {
+	if next != "" {
+		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
+	}
+	c.JSON(http.StatusOK, body)
 }
 
 // queryInt parses an optional positive integer query parameter up to max,

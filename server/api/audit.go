@@ -38,22 +38,32 @@ func rawJSON(s string) json.RawMessage {
 }
 
 func (h *handler) listAudit(c *gin.Context) {
-	f, err := auditFilter(c)
+	f, bad := auditFilter(c)
+	pg, ok := readPage(c, bad)
+	if !ok {
+		return
+	}
+	before, err := pg.AfterID()
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	f.BeforeID, f.Limit = before, pg.Limit
 	events, next, err := h.svc.ListAudit(c.Request.Context(), f)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"events": views(events, viewEvent), "next_before": next})
+	cursor := ""
+	if next > 0 {
+		cursor = server.IDKey(next)
+	}
+	answerPage(c, gin.H{"events": views(events, viewEvent)}, cursor)
 }
 
-// auditFilter parses the audit query: target, actor, action, since, until
-// (RFC 3339), limit and before (paging cursor).
-func auditFilter(c *gin.Context) (audit.Filter, error) {
+// auditFilter parses the audit query's filters: target, actor, action,
+// since and until (RFC 3339), naming each bad one.
+func auditFilter(c *gin.Context) (audit.Filter, []*server.FieldError) {
 	f := audit.Filter{Target: c.Query("target"), Actor: c.Query("actor"), Action: audit.Action(c.Query("action"))}
 	var v []*server.FieldError
 	parseTime := func(name string, dst *time.Time) {
@@ -67,12 +77,7 @@ func auditFilter(c *gin.Context) (audit.Filter, error) {
 	}
 	parseTime("since", &f.Since)
 	parseTime("until", &f.Until)
-	f.Limit = int(queryInt(c, "limit", 1000, &v))
-	f.BeforeID = queryInt(c, "before", 1<<62, &v)
-	if len(v) > 0 {
-		return f, &server.ValidationError{Fields: v}
-	}
-	return f, nil
+	return f, v
 }
 
 func (h *handler) verifyAudit(c *gin.Context) {

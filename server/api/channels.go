@@ -3,7 +3,6 @@ package api
 import (
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -31,12 +30,9 @@ func (h channelHandler) list(c *gin.Context) {
 	if !requireAdmin(c) {
 		return
 	}
-	list, err := h.svc.ListChannels(c.Request.Context())
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"channels": views(list, (*notify.Channel).View)})
+	listPage(c, "channels", func(pg server.Page) ([]notify.Channel, string, error) {
+		return h.svc.ListChannels(c.Request.Context(), pg)
+	}, (*notify.Channel).View)
 }
 
 func (h channelHandler) get(c *gin.Context) {
@@ -109,7 +105,7 @@ func (h channelHandler) test(c *gin.Context) {
 	if !ok {
 		return
 	}
-	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"), ch.Reason)
+	d, err := h.svc.SendTest(c.Request.Context(), actor(c), c.Param("channel"), ch)
 	if err != nil {
 		fail(c, err)
 		return
@@ -117,38 +113,24 @@ func (h channelHandler) test(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"delivery": d})
 }
 
-// deliveries is the delivery log, newest first: ?channel=&status=&before=&limit=.
+// deliveries is the delivery log, newest first: ?channel=&status=, paged.
 func (h channelHandler) deliveries(c *gin.Context) {
 	if !requireAdmin(c) {
 		return
 	}
-	var v []*server.FieldError
-	f := notify.DeliveryFilter{Channel: c.Query("channel"), Status: c.Query("status"), Limit: int(queryInt(c, "limit", 500, &v))}
+	var bad []*server.FieldError
+	f := notify.DeliveryFilter{Channel: c.Query("channel"), Status: c.Query("status")}
 	if f.Status != "" && !slices.Contains(notify.Statuses, f.Status) {
-		v = append(v, &server.FieldError{Field: "status", Msg: "must be one of pending, sending, delivered, failed"})
+		bad = append(bad, &server.FieldError{Field: "status", Msg: "must be one of pending, sending, delivered, failed"})
 	}
-	if b := c.Query("before"); b != "" {
-		n, err := strconv.ParseInt(b, 10, 64)
-		if err != nil || n < 1 {
-			v = append(v, &server.FieldError{Field: "before", Msg: "must be a positive delivery id"})
-		}
-		f.BeforeID = n
-	}
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
+	var ok bool
+	if f.Page, ok = readPage(c, bad); !ok {
 		return
 	}
-	list, err := h.svc.Deliveries(c.Request.Context(), f)
+	list, next, err := h.svc.Deliveries(c.Request.Context(), f)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	if f.Limit == 0 {
-		f.Limit = 50
-	}
-	next := int64(0)
-	if len(list) == f.Limit {
-		next = list[len(list)-1].ID
-	}
-	c.JSON(http.StatusOK, gin.H{"deliveries": list, "next_before": next})
+	answerPage(c, gin.H{"deliveries": list}, next)
 }

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
@@ -33,16 +32,10 @@ func (d drills) register(apps *gin.RouterGroup) {
 func mayChange(c *gin.Context) bool { return actor(c).CanWrite(c.Param("app")) }
 
 func (d drills) list(c *gin.Context) {
-	list, err := d.svc.List(c.Request.Context(), c.Param("app"))
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	out := make([]drill.DrillView, 0, len(list))
-	for i := range list {
-		out = append(out, list[i].ViewFor(d.svc.Now(), mayChange(c)))
-	}
-	c.JSON(http.StatusOK, gin.H{"drills": out})
+	now, may := d.svc.Now(), mayChange(c)
+	listPage(c, "drills", func(pg server.Page) ([]drill.Drill, string, error) {
+		return d.svc.List(c.Request.Context(), c.Param("app"), pg)
+	}, func(dr *drill.Drill) drill.DrillView { return dr.ViewFor(now, may) })
 }
 
 func (d drills) create(c *gin.Context) {
@@ -68,11 +61,11 @@ func (d drills) get(c *gin.Context) {
 }
 
 func (d drills) update(c *gin.Context) {
-	var patch map[string]json.RawMessage
-	if !bind(c, &patch) {
+	var p server.Patch
+	if !bind(c, &p) {
 		return
 	}
-	dr, err := d.svc.Update(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), patch)
+	dr, err := d.svc.Update(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), p)
 	if err != nil {
 		fail(c, err)
 		return
@@ -93,22 +86,10 @@ func (d drills) remove(c *gin.Context) {
 }
 
 func (d drills) runs(c *gin.Context) {
-	var v []*server.FieldError
-	limit := queryInt(c, "limit", 1000, &v)
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
-		return
-	}
-	list, err := d.svc.Runs(c.Request.Context(), c.Param("app"), c.Param("name"), int(limit))
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	out := make([]drill.RunView, 0, len(list))
-	for i := range list {
-		out = append(out, list[i].ViewFor(mayChange(c)))
-	}
-	c.JSON(http.StatusOK, gin.H{"runs": out})
+	may := mayChange(c)
+	listPage(c, "runs", func(pg server.Page) ([]drill.Run, string, error) {
+		return d.svc.Runs(c.Request.Context(), c.Param("app"), c.Param("name"), pg)
+	}, func(r *drill.Run) drill.RunView { return r.ViewFor(may) })
 }
 
 func (d drills) start(c *gin.Context) {

@@ -224,7 +224,7 @@ func refusePending(c *gin.Context) bool {
 // JSON document of the allowed media type and size.
 func readJSON(c *gin.Context, v any) (server.FieldErrors, error) {
 	mt, _, err := mime.ParseMediaType(c.GetHeader("Content-Type"))
-	if err != nil || mt != "application/json" {
+	if err != nil || (mt != "application/json" && !(mt == MergePatchContentType && c.Request.Method == http.MethodPatch)) {
 		return nil, errMediaType
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))

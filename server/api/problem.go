@@ -29,20 +29,28 @@ type Problem struct {
 // client disconnected before the answer (nginx's 499).
 const StatusClientClosedRequest = 499
 
+// ConflictType is the problem type of every 409 about an entity's state
+// or version (an existing name is /problems/exists).
+const ConflictType = "/problems/conflict"
+
+// MergePatchContentType is the media type of an RFC 7396 merge patch,
+// what every PATCH takes (application/json is read the same way).
+const MergePatchContentType = "application/merge-patch+json"
+
 // ProblemContentType is the media type of problem documents.
 const ProblemContentType = "application/problem+json"
 
 // errTooLarge and errMediaType are request-shape errors found by the API itself.
 var (
 	errTooLarge  = errors.New("api: request body exceeds 1 MiB")
-	errMediaType = errors.New("api: Content-Type must be application/json")
+	errMediaType = errors.New("api: Content-Type must be application/json (or, for a PATCH, application/merge-patch+json)")
 )
 
 // ProblemFor maps an error to its problem document; this is the only place
 // where errors become status codes (the web UI uses it too).
 func ProblemFor(err error) Problem {
 	var ve *server.ValidationError
-	var se *server.StateError
+	var verr *server.VersionError
 	switch {
 	case errors.Is(err, context.Canceled):
 		// The client went away: nobody reads this answer, and it is not a
@@ -70,10 +78,15 @@ func ProblemFor(err error) Problem {
 		return Problem{Type: "/problems/rate-limited", Title: "Too many requests", Status: http.StatusTooManyRequests, Detail: Clean(err)}
 	case errors.Is(err, server.ErrNotFound):
 		return Problem{Type: "/problems/not-found", Title: "Not found", Status: http.StatusNotFound, Detail: Clean(err)}
-	case errors.As(err, &se):
-		return Problem{Type: "/problems/state-conflict", Title: "Conflict", Status: http.StatusConflict, Detail: Clean(err)}
 	case errors.Is(err, server.ErrConflict):
-		return Problem{Type: "/problems/conflict", Title: "Version conflict", Status: http.StatusConflict, Detail: Clean(err), Field: "version"}
+		// One problem for every conflict with the entity's state: a stale
+		// version the request sent (field "version"), or a state that
+		// does not allow the action (the detail names it).
+		p := Problem{Type: ConflictType, Title: "Conflict", Status: http.StatusConflict, Detail: Clean(err)}
+		if errors.As(err, &verr) {
+			p.Field = "version"
+		}
+		return p
 	case errors.Is(err, server.ErrAlreadyExists):
 		p := Problem{Type: "/problems/exists", Title: "Already exists", Status: http.StatusConflict, Detail: Clean(err), Field: "name"}
 		var ee *server.ExistsError

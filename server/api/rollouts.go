@@ -45,7 +45,7 @@ func (h rollouts) create(c *gin.Context) {
 // switch, ?active=true to the plans still to finish.
 func (h rollouts) list(c *gin.Context) {
 	var fe []*server.FieldError
-	f := rollout.Filter{Switch: c.Query("switch"), Limit: int(queryInt(c, "limit", 500, &fe))}
+	f := rollout.Filter{Switch: c.Query("switch")}
 	switch c.Query("active") {
 	case "", "false":
 	case "true":
@@ -53,16 +53,16 @@ func (h rollouts) list(c *gin.Context) {
 	default:
 		fe = append(fe, &server.FieldError{Field: "active", Msg: "must be true or false"})
 	}
-	if len(fe) > 0 {
-		fail(c, &server.ValidationError{Fields: fe})
+	var ok bool
+	if f.Page, ok = readPage(c, fe); !ok {
 		return
 	}
-	list, err := h.s.List(c.Request.Context(), c.Param("app"), f)
+	list, next, err := h.s.List(c.Request.Context(), c.Param("app"), f)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"rollouts": list})
+	answerPage(c, gin.H{"rollouts": list}, next)
 }
 
 func (h rollouts) get(c *gin.Context) {

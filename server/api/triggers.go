@@ -29,12 +29,9 @@ func registerTriggers(apps *gin.RouterGroup, svc *trigger.Service) {
 }
 
 func (t *triggers) list(c *gin.Context) {
-	list, err := t.svc.List(c.Request.Context(), c.Param("app"))
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"triggers": list})
+	listPage(c, "triggers", func(pg server.Page) ([]trigger.View, string, error) {
+		return t.svc.List(c.Request.Context(), c.Param("app"), pg)
+	}, same[trigger.View])
 }
 
 func (t *triggers) create(c *gin.Context) {
@@ -84,20 +81,15 @@ func (t *triggers) delete(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"deleted": true})
 }
 
-// reasonBody is the body of pause, resume and confirm.
-type reasonBody struct {
-	Reason string `json:"reason"`
-}
-
 // state serves a change of a rule's state by a person (pause, resume,
-// confirm recovery).
-func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, name, reason string) (*trigger.View, error)) gin.HandlerFunc {
+// confirm recovery): body reason and optionally the rule's version.
+func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, name string, ch server.Change) (*trigger.View, error)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var b reasonBody
-		if !bind(c, &b) {
+		var ch server.Change
+		if !bind(c, &ch) {
 			return
 		}
-		v, err := change(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), b.Reason)
+		v, err := change(c.Request.Context(), actor(c), c.Param("app"), c.Param("name"), ch)
 		if err != nil {
 			fail(c, err)
 			return
@@ -107,18 +99,9 @@ func (t *triggers) state(change func(ctx context.Context, a server.Actor, app, n
 }
 
 func (t *triggers) evaluations(c *gin.Context) {
-	var v []*server.FieldError
-	limit := int(queryInt(c, "limit", 300, &v))
-	if len(v) > 0 {
-		fail(c, &server.ValidationError{Fields: v})
-		return
-	}
-	list, err := t.svc.Evaluations(c.Request.Context(), c.Param("app"), c.Param("name"), limit)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"evaluations": list})
+	listPage(c, "evaluations", func(pg server.Page) ([]trigger.Evaluation, string, error) {
+		return t.svc.Evaluations(c.Request.Context(), c.Param("app"), c.Param("name"), pg)
+	}, same[trigger.Evaluation])
 }
 
 func (t *triggers) preview(c *gin.Context) {

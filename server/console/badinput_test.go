@@ -14,7 +14,7 @@ import (
 // snapshot counts everything a rejected request must leave untouched.
 type snapshot struct {
 	switches, limits, audit, tokens, users, outbox int64
-	etcdKeys                                       int64
+	etcdKeys, etcdLimits                           int64
 }
 
 func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
@@ -30,7 +30,11 @@ func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
 		}
 		return n
 	}
-	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("users"), count("outbox"), resp.Count}
+	lims, err := e.cli.Get(context.Background(), wire.KindPrefix("default", wire.KindLimits), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("users"), count("outbox"), resp.Count, lims.Count}
 }
 
 // TestBadInput sends requests that must each be refused with the right
@@ -137,8 +141,9 @@ func TestBadInput(t *testing.T) {
 }
 
 // TestLimitExplicitNumbers: an explicit numeric parameter outside its range
-// is refused naming the field, for every kind; only an absent one takes
-// the default (a breaker's half_open_probes: 3).
+// is refused naming the field, for every kind and key_by, also where 0
+// would mean the default; only an absent one takes the default (a
+// breaker's half_open_probes: 3). Every bad field is named at once.
 func TestLimitExplicitNumbers(t *testing.T) {
 	e := newEnv(t)
 	c := e.start()
@@ -150,6 +155,8 @@ func TestLimitExplicitNumbers(t *testing.T) {
 		"gcra":           `"rate":10`,
 		"adaptive":       `"min":1,"max":8`,
 		"breaker":        `"error_rate":0.5,"min_requests":10,"window":"10s","open_duration":"5s"`,
+		"throttle":       `"reserve":0.1`,
+		"system":         `"reserve":0.1`,
 	}
 	cases := []struct{ kind, field, value string }{
 		{"token_bucket", "rate", "0"}, {"token_bucket", "burst", "0"}, {"token_bucket", "burst", "-1"},
@@ -160,17 +167,50 @@ func TestLimitExplicitNumbers(t *testing.T) {
 		{"breaker", "half_open_probes", "0"}, {"breaker", "half_open_probes", "-1"},
 		{"breaker", "min_requests", "0"}, {"breaker", "window", `"0s"`}, {"breaker", "open_duration", `"0s"`},
 		{"breaker", "error_rate", "1.5"}, {"breaker", "slow_call_rate", "-0.1"},
-		{"breaker", "max_open_duration", `"1s"`},
+		{"breaker", "max_open_duration", `"1s"`}, {"breaker", "max_open_duration", `"0s"`}, {"breaker", "max_open_duration", `"-1m"`},
+		{"breaker", "slow_call_duration", `"-1s"`},
+		{"adaptive", "window", `"0s"`}, {"adaptive", "window", `"-1s"`},
+		{"concurrency", "key_by", `{"source":"context","max_keys":0}`}, {"concurrency", "key_by", `{"source":"context","max_keys":-5}`},
+		{"concurrency", "key_by", `{"source":"context","max_keys":1000001}`},
+		{"token_bucket", "key_by", `{"source":"context","ttl":"0s"}`}, {"token_bucket", "key_by", `{"source":"context","ttl":"-1m"}`},
+		{"throttle", "k", "0"}, {"throttle", "window", `"0s"`}, {"throttle", "min_requests", "0"},
+		{"system", "cpu", "0"}, {"system", "window", `"0s"`}, {"system", "cooldown", `"0s"`},
+		{"concurrency", "queue_interval", `"0s","queue_target":"5ms"`},
 	}
 	before := e.snapshot(t, c.DB)
 	for _, tc := range cases {
 		body := `{"resource":"r","kind":"` + tc.kind + `",` + base[tc.kind] + `,"` + tc.field + `":` + tc.value + `,"reason":"r"}`
-		mustProblem(t, call(t, c, "POST", lim, adminToken, body), 400, tc.field)
+		field := tc.field
+		if field == "key_by" {
+			field = "key_by.max_keys"
+			if strings.Contains(tc.value, "ttl") {
+				field = "key_by.ttl"
+			}
+		}
+		r := mustStatus(t, call(t, c, "POST", lim, adminToken, body), 400)
+		if !strings.Contains(r.str("errors"), `"field":"`+field+`"`) {
+			t.Errorf("%s %s=%s: the errors do not name %s: %s", tc.kind, tc.field, tc.value, field, r.Raw)
+		}
+	}
+	// Every bad field at once: the type error, the ranges, the parameter
+	// of another kind.
+	r := mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"r","kind":"breaker","error_rate":2,"min_requests":0,"window":"0s","open_duration":"5s","burst":3,`+
+		`"max_open_duration":"0s","half_open_probes":"three","key_by":{"source":"header","ttl":"0s"},"reason":"r"}`), 400)
+	for _, f := range []string{"error_rate", "min_requests", "window", "max_open_duration", "half_open_probes", "key_by.name", "key_by.ttl", "burst"} {
+		if !strings.Contains(r.str("errors"), `"field":"`+f+`"`) {
+			t.Errorf("the errors do not name %s: %s", f, r.Raw)
+		}
 	}
 	if after := e.snapshot(t, c.DB); after != before {
 		t.Fatalf("a refused request changed something: %+v -> %+v", before, after)
 	}
-	r := mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"ledger","kind":"breaker",`+base["breaker"]+`,"reason":"r"}`), 201)
+	mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"adaptive","kind":"adaptive","min":1,"max":8,"reason":"r"}`), 201)
+	mustProblem(t, call(t, c, "PATCH", lim+"/adaptive", adminToken, `{"window":"0s","reason":"r"}`), 400, "window")
+	mustProblem(t, call(t, c, "PATCH", lim+"/adaptive", adminToken, `{"key_by":{"source":"context","max_keys":0},"reason":"r"}`), 400, "key_by.max_keys")
+	if after := e.snapshot(t, c.DB); after.limits != before.limits+1 || after.audit != before.audit+1 {
+		t.Fatalf("a refused patch changed something: %+v -> %+v", before, after)
+	}
+	r = mustStatus(t, call(t, c, "POST", lim, adminToken, `{"resource":"ledger","kind":"breaker",`+base["breaker"]+`,"reason":"r"}`), 201)
 	if r.num("limit", "half_open_probes") != 3 {
 		t.Fatalf("absent half_open_probes: want the default 3: %s", r.Raw)
 	}

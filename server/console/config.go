@@ -87,6 +87,12 @@ type Config struct {
 	// before the leader prunes them; --retention / SWITCHYARD_RETENTION,
 	// default 90 days (2160h).
 	Retention time.Duration
+	// FleetHistoryStep and FleetHistory are how often the fleet model
+	// samples the history of each switch and limit rule (sparklines,
+	// fleet-source previews) and how much of it is kept, in memory and, by
+	// the leader, in the database. No flags: zero takes the fleet model's
+	// defaults (30s, 6h); tests shorten them.
+	FleetHistoryStep, FleetHistory time.Duration
 	// Etcd is how the console's etcd client checks etcd and proves who it
 	// is: --etcd-ca-file, --etcd-cert-file, --etcd-key-file,
 	// --etcd-server-name, --etcd-username, --etcd-password-file and

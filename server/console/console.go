@@ -209,7 +209,15 @@ func (c *Console) open(ctx context.Context) error {
 	if c.GeneratedToken, err = c.Service.EnsureBootstrapToken(ctx, cfg.BootstrapToken); err != nil {
 		return fmt.Errorf("console: bootstrap token: %w", err)
 	}
-	c.Fleet = fleet.New(fleet.Config{Namespace: cfg.Namespace, Now: c.opts.now, Logger: c.log})
+	c.Fleet = fleet.New(fleet.Config{Namespace: cfg.Namespace, Now: c.opts.now, Logger: c.log,
+		HistoryStep: cfg.FleetHistoryStep, HistoryLength: cfg.FleetHistory})
+	// The history the leader kept: sparklines and fleet previews need not
+	// wait hours after a restart. Without it the console still works.
+	if n, err := c.Fleet.LoadHistory(ctx, c.DB); err != nil {
+		c.log.Warn("console: fleet history not loaded; it starts empty", "err", err)
+	} else {
+		c.log.Debug("console: fleet history loaded", "frames", n)
+	}
 	c.Sources = signal.Sources{Fleet: c.Fleet.Source}
 	if cfg.PrometheusURL != "" {
 		if c.prom, err = signal.NewPrometheus(cfg.prometheus()); err != nil {
@@ -226,7 +234,7 @@ func (c *Console) open(ctx context.Context) error {
 		Namespace: cfg.Namespace, ID: id, SessionTTL: cfg.ElectionTTL, Now: c.opts.now, Logger: c.log,
 		OnLeading: c.Publisher.SetLeading, JobPanics: metrics.JobPanics,
 	})
-	if err := c.addJobs(c.Publisher.PublishJob(0), c.Publisher.ReconcileJob(cfg.ReconcileInterval)); err != nil {
+	if err := c.addJobs(c.Publisher.PublishJob(0), c.Publisher.ReconcileJob(cfg.ReconcileInterval), c.Fleet.HistoryJob(c.Service)); err != nil {
 		return err
 	}
 	for _, j := range c.opts.jobs {

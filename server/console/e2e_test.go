@@ -76,7 +76,7 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("verify: %s", res.Raw)
 	}
 	list := mustStatus(t, call(t, c, "GET", "/api/v1/audit?target=switch/checkout/recommend&limit=2", adminToken, ""), 200)
-	if n := len(list.Body["events"].([]any)); n != 2 || list.num("next_before") == 0 {
+	if n := len(list.Body["events"].([]any)); n != 2 || list.str("next_cursor") == "" {
 		t.Fatalf("audit paging: %s", list.Raw)
 	}
 }
@@ -230,8 +230,9 @@ func TestAuditAddressNotSpoofable(t *testing.T) {
 }
 
 // TestListPaging: switch and limit lists come in pages of `limit`, ordered
-// by app and name, each page naming the cursor of the next (after); the
-// cursor works across apps and for resources holding a slash.
+// by app and name, each page but the last naming the cursor of the next
+// (next_cursor); the cursor works across apps and for resources holding a
+// slash.
 func TestListPaging(t *testing.T) {
 	e := newEnv(t)
 	c := e.start()
@@ -242,13 +243,13 @@ func TestListPaging(t *testing.T) {
 	for _, res := range []string{"POST /orders", "GET /orders", "GET /orders/{id}"} {
 		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/limits", adminToken, `{"resource":"`+res+`","kind":"concurrency","max":4,"reason":"seed"}`), 201)
 	}
-	// pages follows next_after from path and returns every page's entries.
+	// pages follows next_cursor from path and returns every page's entries.
 	pages := func(path, key, field string) [][]string {
 		t.Helper()
 		var out [][]string
-		after := ""
+		cursor := ""
 		for {
-			r := mustStatus(t, call(t, c, "GET", path+"&after="+url.QueryEscape(after), adminToken, ""), 200)
+			r := mustStatus(t, call(t, c, "GET", path+"&cursor="+url.QueryEscape(cursor), adminToken, ""), 200)
 			var body map[string][]map[string]any
 			_ = json.Unmarshal([]byte(r.Raw), &body)
 			var page []string
@@ -256,7 +257,7 @@ func TestListPaging(t *testing.T) {
 				page = append(page, fmt.Sprint(item["app"], "/", item[field]))
 			}
 			out = append(out, page)
-			if after = r.str("next_after"); after == "" {
+			if cursor = r.str("next_cursor"); cursor == "" {
 				return out
 			}
 		}

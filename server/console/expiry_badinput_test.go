@@ -75,7 +75,7 @@ func TestExpiryBadInput(t *testing.T) {
 		{"operator sends a test", "POST", ch + "/ops/test", opTok, "", 403, "", 0},
 		{"deliveries bad status", "GET", "/api/v1/deliveries?status=lost", adminToken, "", 400, "status", 1},
 		{"deliveries bad limit", "GET", "/api/v1/deliveries?limit=100000", adminToken, "", 400, "limit", 1},
-		{"deliveries bad before", "GET", "/api/v1/deliveries?before=-3", adminToken, "", 400, "before", 1},
+		{"deliveries bad cursor", "GET", "/api/v1/deliveries?cursor=-3", adminToken, "", 400, "cursor", 1},
 		{"renew without reason", "POST", sw + "/live/renew", adminToken, `{}`, 400, "reason", 1},
 		{"renew without a body or reason", "POST", sw + "/live/renew", adminToken, "", 400, "reason", 1},
 		{"renew blank reason", "POST", sw + "/live/renew", adminToken, `{"reason":"  "}`, 400, "reason", 1},

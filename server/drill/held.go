@@ -21,18 +21,28 @@ func (s *Service) heldCreate(app string, in Input) *server.Pending {
 }
 
 // heldUpdate is the patch as a change request stores it.
-func (s *Service) heldUpdate(app, name string, patch map[string]json.RawMessage) *server.Pending {
-	out := make(map[string]json.RawMessage, len(patch))
-	for k, v := range patch {
-		out[k] = v
+func (s *Service) heldUpdate(app, name string, p server.Patch) *server.Pending {
+	p.Fields = s.mapProbes(p.Fields, func(sp *Spec) error { *sp = sealHeaders(*sp, s.cfg.Keys); return nil })
+	return server.HoldAs(audit.DrillUpdate, app, name, p)
+}
+
+// mapProbes applies fn to the probes a merge patch names, if any.
+func (s *Service) mapProbes(fields json.RawMessage, fn func(*Spec) error) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(fields, &m) != nil {
+		return fields
 	}
-	if raw, ok := patch["probes"]; ok {
-		var sp Spec
-		if json.Unmarshal(raw, &sp.Probes) == nil {
-			out["probes"], _ = json.Marshal(sealHeaders(sp, s.cfg.Keys).Probes)
-		}
+	raw, ok := m["probes"]
+	if !ok {
+		return fields
 	}
-	return server.HoldAs(audit.DrillUpdate, app, name, out)
+	var sp Spec
+	if json.Unmarshal(raw, &sp.Probes) != nil || fn(&sp) != nil {
+		return fields
+	}
+	m["probes"], _ = json.Marshal(sp.Probes)
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // ApplyHeld applies an approved request of a drill's create or update as
@@ -50,19 +60,14 @@ func (s *Service) ApplyHeld(ctx context.Context, a server.Actor, p server.Pendin
 		_, err := s.Create(ctx, a, p.App, in)
 		return err
 	case string(audit.DrillUpdate):
-		var patch map[string]json.RawMessage
+		var patch server.Patch
 		if err := json.Unmarshal(p.Body, &patch); err != nil {
 			return err
 		}
-		if raw, ok := patch["probes"]; ok {
-			var sp Spec
-			if err := json.Unmarshal(raw, &sp.Probes); err != nil {
-				return err
-			}
-			if err := s.openHeaders(&sp); err != nil {
-				return err
-			}
-			patch["probes"], _ = json.Marshal(sp.Probes)
+		var openErr error
+		patch.Fields = s.mapProbes(patch.Fields, func(sp *Spec) error { openErr = s.openHeaders(sp); return openErr })
+		if openErr != nil {
+			return openErr
 		}
 		_, err := s.Update(ctx, a, p.App, p.Name, patch)
 		return err

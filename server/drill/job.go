@@ -240,7 +240,7 @@ func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress,
 			cs.NoData, cs.Breached = true, treatment(c.OnNoData, signal.Hold) == signal.Breaching
 		default:
 			cs.Value = strconv.FormatFloat(m.Value, 'g', 6, 64)
-			cs.Breached = ops[c.Op](m.Value, c.Threshold)
+			cs.Breached = ops[c.Op](m.Value, *c.Threshold)
 		}
 		if cs.Breached && why == "" {
 			switch {
@@ -249,7 +249,7 @@ func (j *Job) conditions(ctx context.Context, app string, pl *plan, p *Progress,
 			case cs.NoData:
 				why = fmt.Sprintf("abort condition %q has no data (on_no_data: breaching)", c.Query)
 			default:
-				why = fmt.Sprintf("abort condition %s %s %g: the value is %s", c.Query, c.Op, c.Threshold, cs.Value)
+				why = fmt.Sprintf("abort condition %s %s %g: the value is %s", c.Query, c.Op, *c.Threshold, cs.Value)
 			}
 		}
 		p.Conditions = append(p.Conditions, cs)

@@ -63,7 +63,7 @@ func (d *Drill) ViewFor(now time.Time, full bool) DrillView {
 	v := DrillView{App: d.App, Name: d.Name, Spec: s, Enabled: d.Enabled, Version: d.Version, Reason: d.Reason,
 		UpdatedBy: d.UpdatedBy, UpdatedAt: d.UpdatedAt.UTC(), CreatedAt: d.CreatedAt.UTC()}
 	v.Spec.Enabled = nil
-	v.Spec = v.Spec.redacted(full)
+	v.Spec = v.Spec.redacted(full).canonical()
 	if pl, err := s.compile(); err == nil && d.Enabled {
 		from := now
 		if d.LastScheduledAt != nil && d.LastScheduledAt.After(now) {

@@ -114,6 +114,8 @@ type Input struct {
 // RunInput asks for a run now.
 type RunInput struct {
 	Reason string `json:"reason"`
+	// Version is the drill's version the person saw (nil: any).
+	Version *int64 `json:"version"`
 	// DryRun runs the preflight and the probes against the undegraded path
 	// only: nothing is degraded.
 	DryRun bool `json:"dry_run"`
@@ -122,6 +124,9 @@ type RunInput struct {
 // AbortInput ends a run early.
 type AbortInput struct {
 	Reason string `json:"reason"`
+	// Version is the drill's version the person saw (nil: any): every
+	// action under a drill names the drill's version.
+	Version *int64 `json:"version"`
 }
 
 // readErr maps a read's database error to the server's typed errors.
@@ -137,14 +142,15 @@ func readErr(err error, what string) error {
 	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 }
 
-// List returns the drills of app (every app when app is ""), by name.
-func (s *Service) List(ctx context.Context, app string) ([]Drill, error) {
-	q := s.db.WithContext(ctx).Order("app, name")
-	if app != "" {
-		q = q.Where("app = ?", app)
-	}
+// List returns one page of the drills of app, by name, and the cursor of
+// the next page.
+func (s *Service) List(ctx context.Context, app string, pg server.Page) ([]Drill, string, error) {
 	var out []Drill
-	return out, readErr(q.Find(&out).Error, "drills")
+	if err := pg.ByName(s.db.WithContext(ctx).Where("app = ?", app), "name").Find(&out).Error; err != nil {
+		return nil, "", readErr(err, "drills")
+	}
+	out, next := server.Cut(out, pg, func(d *Drill) string { return d.Name })
+	return out, next, nil
 }
 
 // ForSwitch returns the drills of one switch.
@@ -266,43 +272,20 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	return d, err
 }
 
-// Update changes a drill: patch holds the fields to replace (each
-// top-level field whole), reason and optionally version.
-func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, patch map[string]json.RawMessage) (*Drill, error) {
-	var ch struct {
-		Reason  string `json:"reason"`
-		Version *int64 `json:"version"`
+// Update changes a drill: p is an RFC 7396 merge patch over its spec
+// (server.Patch); probes, an array, is replaced whole.
+func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, p server.Patch) (*Drill, error) {
+	if p.Names("name") {
+		return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "name", Msg: "cannot be changed; create a new drill"}}}
 	}
-	rest := map[string]json.RawMessage{}
-	for k, raw := range patch {
-		switch k {
-		case "reason", "version":
-			one, _ := json.Marshal(map[string]json.RawMessage{k: raw})
-			if err := server.DecodeStrict(one, &ch); err != nil {
-				return nil, err
-			}
-		case "name":
-			return nil, &server.ValidationError{Fields: []*server.FieldError{{Field: "name", Msg: "cannot be changed; create a new drill"}}}
-		default:
-			rest[k] = raw
-		}
-	}
+	ch := server.Change{Reason: p.Reason, Version: p.Version}
 	cur, err := s.Get(ctx, app, name)
 	if err != nil {
 		return nil, err
 	}
-	var merged map[string]json.RawMessage
-	_ = json.Unmarshal([]byte(cur.Spec), &merged)
-	if merged == nil {
-		merged = map[string]json.RawMessage{}
-	}
-	for k, raw := range rest {
-		merged[k] = raw
-	}
-	body, _ := json.Marshal(merged)
 	var sp Spec
-	v := server.DecodeJSON(body, &sp)
-	_, probes := rest["probes"]
+	v := p.Merge(json.RawMessage(cur.Spec), &sp)
+	probes := p.Names("probes")
 	if old, err := cur.spec(); err == nil && probes {
 		keepHidden(&sp, old, &v)
 	}
@@ -313,7 +296,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	now := s.cfg.Service.Now()
 	var out *Drill
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillUpdate, Reason: ch.Reason, App: app,
-		Pending: s.heldUpdate(app, name, patch),
+		Pending: s.heldUpdate(app, name, p),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			var d Drill
 			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
@@ -339,7 +322,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: drill changed meanwhile", server.ErrConflict)
+				return "", nil, nil, server.ChangedConcurrently(d.Target(), ch.Version)
 			}
 			out = &d
 			return d.Target(), before, d.View(now), nil
@@ -474,6 +457,9 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	var run *Run
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillRun, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := checkDrillVersion(tx, app, name, in.Version); err != nil {
+				return "", nil, nil, err
+			}
 			r, err := newRun(tx, d, now)
 			if err != nil {
 				return "", nil, nil, err
@@ -495,6 +481,19 @@ func (s *Service) Start(ctx context.Context, a server.Actor, app, name string, i
 	}
 	s.job.kick()
 	return run, nil
+}
+
+// checkDrillVersion compares the caller's expected version of drill
+// app/name (nil: any) with the stored one, read inside tx.
+func checkDrillVersion(tx *gorm.DB, app, name string, expected *int64) error {
+	if expected == nil {
+		return nil
+	}
+	var cur Drill
+	if err := tx.Select("version").Where("app = ? AND name = ?", app, name).Take(&cur).Error; err != nil {
+		return err
+	}
+	return server.CheckVersion(expected, cur.Version)
 }
 
 // newRun makes the next run of d (not yet saved), pending. It stores d's
@@ -534,6 +533,9 @@ func (s *Service) Abort(ctx context.Context, a server.Actor, app, name string, n
 	var out Run
 	err := s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillAbort, Reason: in.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
+			if err := checkDrillVersion(tx, app, name, in.Version); err != nil {
+				return "", nil, nil, err
+			}
 			if err := tx.Where("app = ? AND drill = ? AND number = ?", app, name, number).Take(&out).Error; err != nil {
 				return "", nil, nil, err
 			}
@@ -564,15 +566,19 @@ func cmpOr(a, b string) string {
 	return b
 }
 
-// Runs returns the runs of a drill, newest first (at most limit, default
-// 50).
-func (s *Service) Runs(ctx context.Context, app, name string, limit int) ([]Run, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 50
+// Runs returns one page of the runs of a drill, newest first, and the
+// cursor of the next page.
+func (s *Service) Runs(ctx context.Context, app, name string, pg server.Page) ([]Run, string, error) {
+	q, err := pg.Newest(s.db.WithContext(ctx).Where("app = ? AND drill = ?", app, name), "number")
+	if err != nil {
+		return nil, "", err
 	}
 	var out []Run
-	err := s.db.WithContext(ctx).Where("app = ? AND drill = ?", app, name).Order("number DESC").Limit(limit).Find(&out).Error
-	return out, readErr(err, "runs")
+	if err := q.Find(&out).Error; err != nil {
+		return nil, "", readErr(err, "runs")
+	}
+	out, next := server.Cut(out, pg, func(r *Run) string { return server.IDKey(r.Number) })
+	return out, next, nil
 }
 
 // Run returns run number of a drill.

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,23 @@ type Spec struct {
 	Preflight        Preflight  `json:"preflight"`
 	// Enabled: a disabled drill's schedule does not fire (default true).
 	Enabled *bool `json:"enabled,omitempty"`
+}
+
+// canonical returns s with every duration in the form the API answers
+// (server.CanonicalDuration): "168h" for a "7d" as written.
+func (s Spec) canonical() Spec {
+	for _, d := range []*string{&s.Duration, &s.EffectWithin, &s.RecoverWithin, &s.StartingDeadline, &s.Preflight.TriggerWindow} {
+		*d = server.CanonicalDuration(*d)
+	}
+	s.Probes = slices.Clone(s.Probes)
+	for i := range s.Probes {
+		s.Probes[i].MaxP99, s.Probes[i].Timeout = server.CanonicalDuration(s.Probes[i].MaxP99), server.CanonicalDuration(s.Probes[i].Timeout)
+	}
+	s.Blackout = slices.Clone(s.Blackout)
+	for i := range s.Blackout {
+		s.Blackout[i].Duration = server.CanonicalDuration(s.Blackout[i].Duration)
+	}
+	return s
 }
 
 // Target is the slice a drill degrades: a percent of the instances (by the
@@ -97,10 +115,11 @@ type Abort struct {
 // Condition is a metric that aborts the run when it crosses a threshold
 // (the app's error rate, say), evaluated before the start and every step.
 type Condition struct {
-	Source    string  `json:"source"` // fleet | prometheus
-	Query     string  `json:"query"`
-	Op        string  `json:"op"` // > >= < <=
-	Threshold float64 `json:"threshold"`
+	Source    string   `json:"source"` // fleet | prometheus
+	Query     string   `json:"query"`
+	Op        string   `json:"op"`        // > >= < <=
+	Threshold *float64 `json:"threshold"` // required: no default
+
 	// OnNoData is what no data counts as, in the vocabulary triggers and
 	// gates share (signal.Hold, …): hold (the default: the run goes on),
 	// not_breaching (the same) or breaching (it aborts). The older
@@ -325,7 +344,9 @@ func (s *Spec) compile() (*plan, error) {
 		if _, ok := ops[c.Op]; !ok {
 			v.Addf(f+".op", "must be one of >, >=, <, <=")
 		}
-		if math.IsNaN(c.Threshold) || math.IsInf(c.Threshold, 0) {
+		if c.Threshold == nil {
+			v.Addf(f+".threshold", "is required: the number the value is compared with")
+		} else if math.IsNaN(*c.Threshold) || math.IsInf(*c.Threshold, 0) {
 			v.Addf(f+".threshold", "must be a finite number")
 		}
 		if err := signal.CheckTreatment(treatment(c.OnNoData, signal.Hold)); err != nil {

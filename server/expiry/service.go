@@ -13,19 +13,24 @@ import (
 )
 
 // Service is the expiry domain for the API and the web UI: renewing a
-// switch, its expiry status, the findings; it also makes the expiry job
+// switch, its expiry status (the findings have their own service); it also makes the expiry job
 // and the hook that resolves a switch's expiry findings as soon as a
 // person renews, turns off or deletes it.
 type Service struct {
-	svc *server.Service
-	cfg Config
+	svc      *server.Service
+	cfg      Config
+	findings *finding.Service
 }
 
 // New returns the expiry service on svc.
 func New(svc *server.Service, cfg Config) *Service {
 	cfg.defaults()
-	return &Service{svc: svc, cfg: cfg}
+	return &Service{svc: svc, cfg: cfg, findings: finding.NewService(svc)}
 }
+
+// Findings returns the findings service, which the expiry domain's pages
+// and API are mounted with.
+func (s *Service) Findings() *finding.Service { return s.findings }
 
 // Config returns the service's configuration.
 func (s *Service) Config() Config { return s.cfg }
@@ -135,22 +140,4 @@ func (s *Service) Expired(ctx context.Context) ([]*Status, error) {
 		out = append(out, st)
 	}
 	return out, nil
-}
-
-// Findings lists findings matching f.
-func (s *Service) Findings(ctx context.Context, f finding.Filter) ([]finding.Finding, error) {
-	list, err := finding.List(s.svc.DB().WithContext(ctx), f)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
-	}
-	return list, nil
-}
-
-// OpenCounts returns the number of open findings by severity.
-func (s *Service) OpenCounts(ctx context.Context) (map[string]int64, error) {
-	counts, err := finding.OpenCounts(s.svc.DB().WithContext(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
-	}
-	return counts, nil
 }

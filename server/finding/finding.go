@@ -61,7 +61,18 @@ type Finding struct {
 	UpdatedAt  time.Time  `json:"updated_at"`
 	ResolvedAt *time.Time `json:"resolved_at,omitempty"`
 	Resolution string     `json:"resolution,omitempty"`
+	// A person acknowledged it (Service.Ack); it stays open until its
+	// cause goes away.
+	AckedBy   string     `json:"acked_by,omitempty"`
+	AckedAt   *time.Time `json:"acked_at,omitempty"`
+	AckReason string     `json:"ack_reason,omitempty"`
+	// Version moves when the finding is acknowledged or resolved (not
+	// when a job refreshes its summary).
+	Version int64 `json:"version"`
 }
+
+// Target of the finding's audit events: "finding/<id>".
+func (f *Finding) auditTarget() string { return fmt.Sprintf("finding/%d", f.ID) }
 
 // TableName pins the table name.
 func (Finding) TableName() string { return "findings" }
@@ -98,7 +109,7 @@ func Open(tx *gorm.DB, s Spec, now time.Time) (bool, error) {
 	case !errors.Is(err, gorm.ErrRecordNotFound):
 		return false, err
 	}
-	f := &Finding{Kind: s.Kind, Target: s.Target, App: s.App, Severity: s.Severity, Summary: s.Summary, Detail: s.Detail, Since: now, UpdatedAt: now}
+	f := &Finding{Kind: s.Kind, Target: s.Target, App: s.App, Severity: s.Severity, Summary: s.Summary, Detail: s.Detail, Since: now, UpdatedAt: now, Version: 1}
 	if err := tx.Create(f).Error; err != nil {
 		return false, err
 	}
@@ -124,7 +135,7 @@ func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, e
 		return false, err
 	}
 	res := tx.Model(&Finding{}).Where("id = ? AND resolved_at IS NULL", cur.ID).
-		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now})
+		Updates(map[string]any{"resolved_at": now, "resolution": why, "updated_at": now, "version": cur.Version + 1})
 	if res.Error != nil || res.RowsAffected == 0 {
 		return false, res.Error
 	}
@@ -135,14 +146,13 @@ func Resolve(tx *gorm.DB, kind Kind, target, why string, now time.Time) (bool, e
 	})
 }
 
-// Filter selects findings for List.
+// Filter selects findings.
 type Filter struct {
 	Kind   Kind
 	App    string
 	Target string
 	// Open: only open findings; Resolved: only resolved ones; neither: all.
 	Open, Resolved bool
-	Limit          int // default 100, at most 1000
 }
 
 // ParseFilter reads the filters people give — kind, app and state (open,
@@ -168,9 +178,9 @@ func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
 	return f, bad
 }
 
-// List returns findings matching f, newest first.
-func List(db *gorm.DB, f Filter) ([]Finding, error) {
-	q := db.Model(&Finding{})
+// where narrows q to the findings f selects.
+func (f Filter) where(q *gorm.DB) *gorm.DB {
+	q = q.Model(&Finding{})
 	if f.Kind != "" {
 		q = q.Where("kind = ?", f.Kind)
 	}
@@ -186,22 +196,25 @@ func List(db *gorm.DB, f Filter) ([]Finding, error) {
 	case f.Resolved:
 		q = q.Where("resolved_at IS NOT NULL")
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 100
-	}
+	return q
+}
+
+// List returns every finding matching f, newest first.
+func List(db *gorm.DB, f Filter) ([]Finding, error) {
 	var out []Finding
-	err := q.Order("id DESC").Limit(min(limit, 1000)).Find(&out).Error
+	err := f.where(db).Order("id DESC").Find(&out).Error
 	return out, err
 }
 
-// OpenCounts returns the number of open findings by severity.
-func OpenCounts(db *gorm.DB) (map[string]int64, error) {
+// OpenCounts returns the number of open findings matching f (its state
+// aside) by severity.
+func OpenCounts(db *gorm.DB, f Filter) (map[string]int64, error) {
+	f.Open, f.Resolved = true, false
 	var rows []struct {
 		Severity string
 		N        int64
 	}
-	err := db.Model(&Finding{}).Select("severity, count(*) AS n").Where("resolved_at IS NULL").Group("severity").Scan(&rows).Error
+	err := f.where(db).Select("severity, count(*) AS n").Group("severity").Scan(&rows).Error
 	out := map[string]int64{}
 	for _, r := range rows {
 		out[r.Severity] = r.N

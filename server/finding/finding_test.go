@@ -51,7 +51,7 @@ func TestOpenResolve(t *testing.T) {
 		if notes != 2 {
 			t.Fatalf("%d notifications for two openings", notes)
 		}
-		if counts, err := finding.OpenCounts(db); err != nil || counts[finding.Warning] != 1 {
+		if counts, err := finding.OpenCounts(db, finding.Filter{}); err != nil || counts[finding.Warning] != 1 {
 			t.Fatalf("open counts %v %v", counts, err)
 		}
 		byKind, err := finding.OpenByKind(db)

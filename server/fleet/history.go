@@ -1,6 +1,8 @@
 package fleet
 
 import (
+	"cmp"
+	"slices"
 	"time"
 
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -26,7 +28,7 @@ const (
 // marks no data.
 type sample struct {
 	at int64
-	v  [4]float32
+	v  Values
 }
 
 // ring keeps the newest samples of one switch or rule.
@@ -50,6 +52,21 @@ func (r *ring) add(s sample) {
 	r.buf[r.next] = s
 	r.next = (r.next + 1) % len(r.buf)
 	r.full = r.full || r.next == 0
+}
+
+// eachAfter visits the samples newer than after, newest first.
+func (r *ring) eachAfter(after int64, fn func(sample)) {
+	n := r.next
+	if r.full {
+		n = len(r.buf)
+	}
+	for k := 1; k <= n; k++ {
+		s := r.buf[(r.next-k+len(r.buf))%len(r.buf)]
+		if s.at <= after {
+			return
+		}
+		fn(s)
+	}
 }
 
 // each visits the samples oldest first.
@@ -98,14 +115,14 @@ func (m *Model) Sample(now time.Time) {
 				a.limHist[res] = r
 			}
 			l := m.limit(name, res)
-			r.add(sample{at, [4]float32{float32(l.RejectedRate), float32(l.AllowedRate), float32(l.ShadowRate), float32(l.BreakersOpen)}})
+			r.add(sample{at, Values{float32(l.RejectedRate), float32(l.AllowedRate), float32(l.ShadowRate), float32(l.BreakersOpen)}})
 		}
 	}
 	m.forget(now.Add(-m.cfg.HistoryLength).Unix())
 }
 
 // switchSeries computes a switch's history series now (callers hold m.mu).
-func (m *Model) switchSeries(app, name string) [4]float32 {
+func (m *Model) switchSeries(app, name string) Values {
 	var deg, fb float64
 	var live, signals, answering, applied int
 	var rev int64
@@ -133,7 +150,7 @@ func (m *Model) switchSeries(app, name string) [4]float32 {
 		}
 	})
 	nan := float32(nanValue)
-	v := [4]float32{nan, nan, nan, nan}
+	v := Values{nan, nan, nan, nan}
 	if signals > 0 {
 		v[seriesDegradedRate], v[seriesFallbackRate] = float32(deg), float32(fb)
 		v[seriesDegradedShare] = float32(answering) / float32(signals)
@@ -186,4 +203,90 @@ func points(r *ring, series int, start, end time.Time) []signal.Point {
 		out = append(out, signal.Point{At: t, Value: float64(s.v[series])})
 	})
 	return out
+}
+
+// Frame is one sampling of the history: the series of every switch and
+// limit rule sampled at one time. It is what the leader keeps in the
+// database (store.go) so that a restarted console starts with the history.
+type Frame struct {
+	At       int64                        // unix seconds
+	Switches map[string]map[string]Values // app → switch → series
+	Limits   map[string]map[string]Values // app → resource → series
+}
+
+// Values are the series of one switch or rule at one time; NaN is no data.
+type Values [4]float32
+
+// Frames returns the samples newer than after (unix seconds) as frames,
+// oldest first.
+func (m *Model) Frames(after int64) []Frame {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	byAt := map[int64]*Frame{}
+	frame := func(at int64) *Frame {
+		f := byAt[at]
+		if f == nil {
+			f = &Frame{At: at, Switches: map[string]map[string]Values{}, Limits: map[string]map[string]Values{}}
+			byAt[at] = f
+		}
+		return f
+	}
+	put := func(series map[string]map[string]Values, app, name string, v Values) {
+		if series[app] == nil {
+			series[app] = map[string]Values{}
+		}
+		series[app][name] = v
+	}
+	for app, a := range m.apps {
+		for i, r := range a.swHist {
+			r.eachAfter(after, func(s sample) { put(frame(s.at).Switches, app, a.names[i], s.v) })
+		}
+		for res, r := range a.limHist {
+			r.eachAfter(after, func(s sample) { put(frame(s.at).Limits, app, res, s.v) })
+		}
+	}
+	out := make([]Frame, 0, len(byAt))
+	for _, f := range byAt {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b Frame) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// Restore adds frames (oldest first) to the history: a starting console's
+// history as the leader kept it. A sample not newer than a series' newest
+// is skipped.
+func (m *Model) Restore(frames []Frame) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := int(m.cfg.HistoryLength / m.cfg.HistoryStep)
+	ringOf := func(hist map[uint32]*ring, i uint32) *ring {
+		if hist[i] == nil {
+			hist[i] = newRing(n)
+		}
+		return hist[i]
+	}
+	for _, f := range frames {
+		for app, sws := range f.Switches {
+			a := m.app(app)
+			for name, v := range sws {
+				if r := ringOf(a.swHist, a.intern(name)); f.At > r.newest() {
+					r.add(sample{f.At, v})
+				}
+			}
+		}
+		for app, lims := range f.Limits {
+			a := m.app(app)
+			for res, v := range lims {
+				r := a.limHist[res]
+				if r == nil {
+					r = newRing(n)
+					a.limHist[res] = r
+				}
+				if f.At > r.newest() {
+					r.add(sample{f.At, v})
+				}
+			}
+		}
+	}
 }

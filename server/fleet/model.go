@@ -6,8 +6,10 @@
 // questions — who applied revision R, who answers switch X degraded and
 // how often, when X was last read — instead of reading etcd per request.
 //
-// It only reads etcd. It never imports the SDK core: the instance reports
-// and the rollout hash are the sdk/wire contract.
+// It only reads etcd; the one thing it writes is its sampled history, which
+// the leader keeps in the database (store.go) so that a starting console
+// has it. It never imports the SDK core: the instance reports and the
+// rollout hash are the sdk/wire contract.
 package fleet
 
 import (

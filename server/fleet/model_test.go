@@ -247,3 +247,51 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("past query: %+v %v", s, err)
 	}
 }
+
+// TestFramesRestore: the frames of a model's history, stored as JSON (no
+// data as null) and restored into a new model, give the same series;
+// Frames(after) returns only what is newer.
+func TestFramesRestore(t *testing.T) {
+	now := t0
+	m := newTestModel(&now)
+	publish(m, &wire.Switch{App: "checkout", Name: "reco", Level: wire.L3, State: wire.StateOn, Version: 1, Rollout: wire.Rollout{Percent: 100}}, 2)
+	m.Sample(t0) // no instance yet: no data
+	for i := 1; i < 4; i++ {
+		at := t0.Add(time.Duration(i) * 30 * time.Second)
+		m.putInstance("checkout", "i1", report(t, "i1", t0.Add(-2*time.Second), 2, &wire.Report{At: at.Unix(),
+			Switches: map[string]wire.SwitchSignal{"reco": {Degraded: uint64(i) * 300}},
+			Limits:   map[string]wire.LimitSignal{"POST /orders": {Allowed: uint64(i) * 30, Rejected: uint64(i) * 3}}}), int64(10+i))
+		m.Sample(at)
+	}
+	frames := m.Frames(0)
+	if len(frames) != 4 || len(m.Frames(t0.Add(60*time.Second).Unix())) != 1 {
+		t.Fatalf("frames: %d, after 60s: %d", len(frames), len(m.Frames(t0.Add(60*time.Second).Unix())))
+	}
+	var stored []Frame
+	for _, f := range frames {
+		b, err := json.Marshal(storedFrame{Switches: f.Switches, Limits: f.Limits})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sf storedFrame
+		if err := json.Unmarshal(b, &sf); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		stored = append(stored, Frame{At: f.At, Switches: sf.Switches, Limits: sf.Limits})
+	}
+	r := newTestModel(&now)
+	r.Restore(stored)
+	r.Restore(stored) // again: nothing newer, nothing added
+	for _, q := range []string{`degraded_rate{switch="reco"}`, `degraded_share{switch="reco"}`, `applied_share{switch="reco"}`, `rejected_rate{limit="POST /orders"}`} {
+		want, _ := m.Source("checkout").Range(context.Background(), q, t0, t0.Add(time.Hour), time.Second)
+		got, _ := r.Source("checkout").Range(context.Background(), q, t0, t0.Add(time.Hour), time.Second)
+		if len(want) == 0 || len(got) != len(want) {
+			t.Fatalf("%s: restored %+v, sampled %+v", q, got, want)
+		}
+		for i := range want {
+			if !got[i].At.Equal(want[i].At) || got[i].Value != want[i].Value {
+				t.Fatalf("%s point %d: restored %+v, sampled %+v", q, i, got[i], want[i])
+			}
+		}
+	}
+}

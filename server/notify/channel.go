@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"encoding/json"
 	"net/url"
 	"slices"
 	"strings"
@@ -124,8 +125,11 @@ type ChannelInput struct {
 	Reason string   `json:"reason"`
 }
 
-// ChannelPatch changes some fields of a channel; nil fields stay as they
-// are. A new secret replaces the old one at once.
+// ChannelPatch changes some fields of a channel. Its JSON form is an
+// RFC 7396 merge patch over the channel as the API shows it
+// (server.Patch); Go callers may set the typed fields instead, each
+// non-nil one a member of the patch. A new secret replaces the old one at
+// once.
 type ChannelPatch struct {
 	Version *int64    `json:"version"`
 	Reason  string    `json:"reason"`
@@ -134,30 +138,48 @@ type ChannelPatch struct {
 	Events  *[]string `json:"events"`
 	Apps    *[]string `json:"apps"`
 	Format  *string   `json:"format"`
+
+	merge json.RawMessage // the merge patch a JSON body gave
+}
+
+// UnmarshalJSON takes a merge patch.
+func (p *ChannelPatch) UnmarshalJSON(b []byte) error {
+	var mp server.Patch
+	if err := json.Unmarshal(b, &mp); err != nil {
+		return err
+	}
+	*p = ChannelPatch{Version: mp.Version, Reason: mp.Reason, merge: mp.Fields}
+	return nil
+}
+
+// patch is the merge patch p stands for.
+func (p *ChannelPatch) patch() server.Patch {
+	if p.merge != nil {
+		return server.Patch{Fields: p.merge}
+	}
+	return server.PatchOf(map[string]any{"url": p.URL, "secret": p.Secret, "events": p.Events, "apps": p.Apps, "format": p.Format})
 }
 
 // HiddenSecret is how a client that read a channel may send its secret
 // back: the stored secret stays.
 const HiddenSecret = "(hidden)"
 
-// apply copies the patch onto c; now is when a new secret was set. A
-// secret of HiddenSecret keeps the stored one.
-func (p *ChannelPatch) apply(c *Channel, now time.Time) {
-	if p.URL != nil {
-		c.URL = strings.TrimSpace(*p.URL)
+// apply merges the patch over c; now is when a new secret was set. A
+// secret of HiddenSecret keeps the stored one. It returns the members
+// the merged channel cannot take.
+func (p *ChannelPatch) apply(c *Channel, now time.Time) server.FieldErrors {
+	mp := p.patch()
+	v := c.View()
+	var in ChannelInput
+	errs := mp.Merge(ChannelInput{URL: v.URL, Events: v.Events, Apps: v.Apps, Format: v.Format}, &in)
+	if mp.Names("name") {
+		errs.Add("name", "cannot be changed; create a channel with the new name and delete this one")
 	}
-	if p.Secret != nil && *p.Secret != HiddenSecret {
-		c.Secret, c.SecretSetAt = *p.Secret, now
+	c.URL, c.Events, c.Apps, c.Format = strings.TrimSpace(in.URL), join(in.Events), join(in.Apps), strings.TrimSpace(in.Format)
+	if mp.Names("secret") && in.Secret != HiddenSecret {
+		c.Secret, c.SecretSetAt = in.Secret, now
 	}
-	if p.Events != nil {
-		c.Events = join(*p.Events)
-	}
-	if p.Apps != nil {
-		c.Apps = join(*p.Apps)
-	}
-	if p.Format != nil {
-		c.Format = strings.TrimSpace(*p.Format)
-	}
+	return errs
 }
 
 // validate checks every field of c (and the change's reason); the error

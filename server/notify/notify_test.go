@@ -161,7 +161,7 @@ func (f *fixture) channel(t *testing.T, name, url string, events ...string) {
 
 func (f *fixture) deliveries(t *testing.T, svc *notify.Service, channel string) []notify.DeliveryView {
 	t.Helper()
-	list, err := svc.Deliveries(context.Background(), notify.DeliveryFilter{Channel: channel})
+	list, _, err := svc.Deliveries(context.Background(), notify.DeliveryFilter{Channel: channel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,14 +449,14 @@ func TestSendTest(t *testing.T) {
 	f.channel(t, "ok", ok.srv.URL, string(notify.ChannelTest))
 	f.channel(t, "bad", bad.srv.URL, string(notify.ChannelTest))
 	svc := notify.New(f.svc, notify.Config{Egress: f.egress})
-	d, err := svc.SendTest(ctx, admin, "ok", "check the receiver")
+	d, err := svc.SendTest(ctx, admin, "ok", server.Change{Reason: "check the receiver"})
 	if err != nil || d.Status != notify.StatusDelivered || d.Kind != string(notify.ChannelTest) || d.ResponseCode != 200 {
 		t.Fatalf("test of a good channel: %+v %v", d, err)
 	}
 	if n := len(ok.requests()); n != 1 || len(bad.requests()) != 0 {
 		t.Fatalf("requests: ok %d, bad %d", n, len(bad.requests()))
 	}
-	d, err = svc.SendTest(ctx, admin, "bad", "check the receiver")
+	d, err = svc.SendTest(ctx, admin, "bad", server.Change{Reason: "check the receiver"})
 	if err != nil || d.Status != notify.StatusFailed || d.ResponseCode != 500 || d.Attempts != 1 {
 		t.Fatalf("test of a failing channel: %+v %v", d, err)
 	}
@@ -480,7 +480,7 @@ func TestSendTest(t *testing.T) {
 		t.Fatalf("the audit event shows too much: %s", evs[0].After)
 	}
 	viewer := server.Actor{Name: "v", Kind: audit.ActorToken, Role: server.RoleViewer}
-	if _, err := svc.SendTest(ctx, viewer, "ok", "check the receiver"); !errors.Is(err, server.ErrForbidden) {
+	if _, err := svc.SendTest(ctx, viewer, "ok", server.Change{Reason: "check the receiver"}); !errors.Is(err, server.ErrForbidden) {
 		t.Fatalf("a viewer sent a test: %v", err)
 	}
 	// Each test send is audited with its reason; one without a reason is
@@ -490,7 +490,7 @@ func TestSendTest(t *testing.T) {
 		t.Fatalf("audit of the test sends: %+v %v", tests, err)
 	}
 	var ve *server.ValidationError
-	if _, err := svc.SendTest(ctx, admin, "ok", " "); !errors.As(err, &ve) || len(ok.requests()) != 1 {
+	if _, err := svc.SendTest(ctx, admin, "ok", server.Change{Reason: " "}); !errors.As(err, &ve) || len(ok.requests()) != 1 {
 		t.Fatalf("a test without a reason: %v, %d requests", err, len(ok.requests()))
 	}
 }

@@ -99,13 +99,15 @@ func mayManage(a server.Actor) error {
 	return nil
 }
 
-// ListChannels returns every channel by name.
-func (s *Service) ListChannels(ctx context.Context) ([]Channel, error) {
+// ListChannels returns one page of the channels by name and the cursor
+// of the next page (server.Page{}: every channel).
+func (s *Service) ListChannels(ctx context.Context, pg server.Page) ([]Channel, string, error) {
 	var out []Channel
-	if err := s.db.WithContext(ctx).Order("name").Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	if err := pg.ByName(s.db.WithContext(ctx), "name").Find(&out).Error; err != nil {
+		return nil, "", fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 	}
-	return out, nil
+	out, next := server.Cut(out, pg, func(c *Channel) string { return c.Name })
+	return out, next, nil
 }
 
 // GetChannel returns one channel.
@@ -183,8 +185,9 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 			if next.Secret, err = s.cfg.Keys.Open(cur.Secret); err != nil {
 				return "", nil, nil, fmt.Errorf("%w: channel %s: %w", server.ErrUnavailable, name, err)
 			}
-			p.apply(&next, now)
-			if err := next.validate(p.Reason, s.cfg.Egress); err != nil {
+			errs := p.apply(&next, now)
+			errs.AddErr("", next.validate(p.Reason, s.cfg.Egress))
+			if err := errs.Err(); err != nil {
 				return "", nil, nil, err
 			}
 			next.Secret = s.cfg.Keys.Seal(next.Secret)
@@ -198,7 +201,7 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), p.Version)
 			}
 			out = &next
 			return next.Target(), cur.auditView(), next.auditView(), nil
@@ -233,7 +236,7 @@ func (s *Service) DeleteChannel(ctx context.Context, a server.Actor, name string
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), c.Version)
 			}
 			return cur.Target(), cur.auditView(), nil, nil
 		}})
@@ -259,17 +262,17 @@ type DeliveryView struct {
 
 // DeliveryFilter selects entries of the delivery log.
 type DeliveryFilter struct {
-	Channel  string // a channel's name; "" every channel
-	Status   string // one of the Status constants; "" every status
-	BeforeID int64  // paging: entries older than this id
-	Limit    int    // default 50, at most 500
+	Channel     string // a channel's name; "" every channel
+	Status      string // one of the Status constants; "" every status
+	server.Page        // by id, newest first
 }
 
 // Statuses lists the delivery states.
 var Statuses = []string{StatusPending, StatusSending, StatusDelivered, StatusFailed}
 
-// Deliveries returns the newest entries of the delivery log that match f.
-func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryView, error) {
+// Deliveries returns one page of the entries of the delivery log that
+// match f, newest first, and the cursor of the next page.
+func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryView, string, error) {
 	q := s.db.WithContext(ctx).Table("deliveries AS d").
 		Select("d.id, c.name AS channel, n.event_key, n.kind, n.title, n.target, d.status, d.attempts, d.response_code, d.error, d.created_at, d.last_attempt_at, d.next_attempt_at, d.finished_at").
 		Joins("JOIN channels c ON c.id = d.channel_id").Joins("JOIN notifications n ON n.id = d.notification_id")
@@ -279,17 +282,15 @@ func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryV
 	if f.Status != "" {
 		q = q.Where("d.status = ?", f.Status)
 	}
-	if f.BeforeID > 0 {
-		q = q.Where("d.id < ?", f.BeforeID)
-	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
+	q, err := f.Newest(q, "d.id")
+	if err != nil {
+		return nil, "", err
 	}
 	var out []DeliveryView
-	if err := q.Order("d.id DESC").Limit(min(limit, 500)).Scan(&out).Error; err != nil {
-		return nil, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
+	if err := q.Scan(&out).Error; err != nil {
+		return nil, "", fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 	}
+	out, next := server.Cut(out, f.Page, func(d *DeliveryView) string { return server.IDKey(d.ID) })
 	for i := range out {
 		d := &out[i]
 		d.CreatedAt = d.CreatedAt.UTC()
@@ -300,22 +301,26 @@ func (s *Service) Deliveries(ctx context.Context, f DeliveryFilter) ([]DeliveryV
 			}
 		}
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // SendTest sends a channel.test event to channel name now, from this
 // console, once (no retries), and returns its entry in the delivery log:
 // what an admin needs to know whether the receiver accepts our requests.
-// It takes a reason and is audited like every other write.
-func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason string) (DeliveryView, error) {
+// It takes a reason (and optionally the channel's version) and is audited
+// like every other write.
+func (s *Service) SendTest(ctx context.Context, a server.Actor, name string, c server.Change) (DeliveryView, error) {
 	if err := mayManage(a); err != nil {
 		return DeliveryView{}, err
 	}
-	if strings.TrimSpace(reason) == "" {
+	if strings.TrimSpace(c.Reason) == "" {
 		return DeliveryView{}, &server.ValidationError{Fields: []*server.FieldError{{Field: "reason", Msg: "is required: say why you make this change"}}}
 	}
 	ch, err := s.GetChannel(ctx, name)
 	if err != nil {
+		return DeliveryView{}, err
+	}
+	if err := server.CheckVersion(c.Version, ch.Version); err != nil {
 		return DeliveryView{}, err
 	}
 	now := s.svc.Now()
@@ -325,7 +330,7 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason str
 		Body:  "Sent by " + a.Name + " with the channel's secret; a receiver that verified the signature accepts the events it subscribes to.",
 		Data:  `{"channel":"` + ch.Name + `"}`, CreatedAt: now, DispatchedAt: &now,
 	}}
-	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: reason,
+	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.ChannelTest, Reason: c.Reason,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := tx.Create(&at.ev).Error; err != nil {
 				return "", nil, nil, err
@@ -350,7 +355,7 @@ func (s *Service) SendTest(ctx context.Context, a server.Actor, name, reason str
 	if err := finish(s.db.WithContext(rec), at, res, s.svc.Now(), retryPolicy{}); err != nil {
 		return DeliveryView{}, fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 	}
-	list, err := s.Deliveries(rec, DeliveryFilter{BeforeID: at.d.ID + 1, Limit: 1})
+	list, _, err := s.Deliveries(rec, DeliveryFilter{Page: server.Page{After: server.IDKey(at.d.ID + 1), Limit: 1}})
 	if err != nil || len(list) == 0 || list[0].ID != at.d.ID {
 		return DeliveryView{}, fmt.Errorf("%w: the test delivery is not in the log", server.ErrUnavailable)
 	}

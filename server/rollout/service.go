@@ -283,13 +283,14 @@ func (s *Service) Get(ctx context.Context, app string, id int64) (*View, error) 
 
 // Filter selects plans for List.
 type Filter struct {
-	Switch string // "" for all
-	Active bool   // only pending, running and paused ones
-	Limit  int    // default 50, at most 500
+	Switch      string // "" for all
+	Active      bool   // only pending, running and paused ones
+	server.Page        // by id, newest first
 }
 
-// List returns the plans of app, newest first.
-func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, error) {
+// List returns one page of the plans of app, newest first, and the
+// cursor of the next page.
+func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, string, error) {
 	q := s.db.WithContext(ctx).Where("app = ?", app)
 	if f.Switch != "" {
 		q = q.Where("switch_name = ?", f.Switch)
@@ -297,24 +298,25 @@ func (s *Service) List(ctx context.Context, app string, f Filter) ([]View, error
 	if f.Active {
 		q = q.Where("state IN ?", activeStates)
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
+	q, err := f.Newest(q, "id")
+	if err != nil {
+		return nil, "", err
 	}
 	var rows []row
-	if err := q.Order("id DESC").Limit(min(limit, 500)).Find(&rows).Error; err != nil {
-		return nil, mapErr(err)
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, "", mapErr(err)
 	}
+	rows, next := server.Cut(rows, f.Page, func(r *row) string { return server.IDKey(r.ID) })
 	now := s.svc.Now()
 	out := make([]View, 0, len(rows))
 	for _, rw := range rows {
 		r, err := decode(rw)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		out = append(out, r.view(now, s.live(r)))
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Active returns the active plan of switch app/name, nil when none.
@@ -409,8 +411,8 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 				if err != nil {
 					return "", nil, nil, err
 				}
-				if in.Version != nil && *in.Version != r.Version {
-					return "", nil, nil, fmt.Errorf("%w: plan version %d is stale, current is %d", server.ErrConflict, *in.Version, r.Version)
+				if err := server.CheckVersion(in.Version, r.Version); err != nil {
+					return "", nil, nil, err
 				}
 				// A request waiting for the leader yields to a pause or a
 				// plain abort; another request waits for it.
@@ -425,6 +427,9 @@ func (s *Service) act(ctx context.Context, a server.Actor, app string, id int64,
 				err = save(tx, r, now)
 				if errors.Is(err, errStale) && in.Version == nil && attempt < 3 {
 					continue
+				}
+				if errors.Is(err, errStale) {
+					err = server.ChangedConcurrently(r.cause(), in.Version)
 				}
 				if err != nil {
 					return "", nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
 
@@ -539,7 +540,7 @@ func flapLimited(p Policy, st *State, now time.Time) bool {
 func lockFlapping(p Policy, st State, now time.Time, d Decision) (State, Decision) {
 	d.Window = st.Window
 	st.Phase, st.Since, st.Lock = PhaseLocked, now, LockFlapping
-	st.LockWhy = fmt.Sprintf("%d flips within %s (flap.max_transitions %d); the switch stays %s", len(st.Transitions), p.FlapWindow, p.FlapMax, onOff(st.On))
+	st.LockWhy = fmt.Sprintf("%d flips within %s (flap.max_transitions %d); the switch stays %s", len(st.Transitions), server.ShortDuration(p.FlapWindow), p.FlapMax, onOff(st.On))
 	d.Action, d.Why = ActLock, d.Why+"would flip again: "+st.LockWhy
 	return st, d
 }

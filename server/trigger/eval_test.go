@@ -290,7 +290,7 @@ func TestOscillationLocks(t *testing.T) {
 	if !st.On {
 		t.Error("the lock changed the switch: it was on after the third flip and must stay on")
 	}
-	if !strings.Contains(lock.Why, "3 flips within 10m0s") {
+	if !strings.Contains(lock.Why, "3 flips within 10m") {
 		t.Errorf("the lock does not say why: %q", lock.Why)
 	}
 	t.Logf("65↔85 every 10 s, cooldown 1m: flips at %v, locked at +%s", offsets(flips), lock.Window.From.Sub(t0))

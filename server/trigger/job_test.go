@@ -173,7 +173,7 @@ func (r *rig) notifications(kind, target string) int64 {
 
 func (r *rig) evaluations(name string) []trigger.Evaluation {
 	r.t.Helper()
-	evs, err := r.svc.Evaluations(context.Background(), "checkout", name, 300)
+	evs, _, err := r.svc.Evaluations(context.Background(), "checkout", name, server.Page{})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -293,7 +293,7 @@ func testFlappingLocks(r *rig) {
 	t := r.t
 	m := r.switchAndRule("flappy", 90, trigger.Input{
 		Trigger: trigger.CondInput{Op: ">", Threshold: f(80)}, Recover: trigger.CondInput{Op: "<", Threshold: f(70)},
-		Cooldown: "0s", Flap: &trigger.FlapInput{MaxTransitions: 2, Window: "10m"},
+		Cooldown: "0s", Flap: &trigger.FlapInput{MaxTransitions: new(2), Window: "10m"},
 	})
 	b := time.Now().UTC().Add(time.Second)
 	r.step(b) // on
@@ -302,7 +302,7 @@ func testFlappingLocks(r *rig) {
 	r.set(m, 90)
 	r.step(at(b, 20)) // a third flip in 10 m: locked instead
 	st := r.status("flappy")
-	if st.Phase != trigger.PhaseLocked || st.Lock != trigger.LockFlapping || !strings.Contains(st.LockWhy, "2 flips within 10m0s") {
+	if st.Phase != trigger.PhaseLocked || st.Lock != trigger.LockFlapping || !strings.Contains(st.LockWhy, "2 flips within 10m") {
 		t.Fatalf("after two flips and a third crossing: %+v", st)
 	}
 	if sw := r.switchState("flappy"); sw.State != wire.StateOff {
@@ -322,7 +322,7 @@ func testFlappingLocks(r *rig) {
 	if len(r.evaluations("flappy")) != n {
 		t.Fatal("a locked rule was evaluated")
 	}
-	if _, err := r.svc.Resume(context.Background(), olga, "checkout", "flappy", "looked at it: the threshold is fine"); err != nil {
+	if _, err := r.svc.Resume(context.Background(), olga, "checkout", "flappy", server.Change{Reason: "looked at it: the threshold is fine"}); err != nil {
 		t.Fatal(err)
 	}
 	if fs := r.openFindings(finding.TriggerLocked, "trigger/checkout/flappy"); len(fs) != 0 {
@@ -367,7 +367,7 @@ func testConfirmRecovery(r *rig) {
 	})
 	b := time.Now().UTC().Add(time.Second)
 	r.step(b)
-	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", "ok"); !errors.Is(err, server.ErrConflict) {
+	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", server.Change{Reason: "ok"}); !errors.Is(err, server.ErrConflict) {
 		t.Fatalf("confirm with no proposal: %v", err)
 	}
 	r.set(m, 40)
@@ -383,7 +383,7 @@ func testConfirmRecovery(r *rig) {
 	if n := r.notifications("trigger.proposes_recovery", "switch/checkout/careful"); n != 1 {
 		t.Fatalf("%d proposals notified", n)
 	}
-	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", "dashboards agree: recovered"); err != nil {
+	if _, err := r.svc.Confirm(ctx, olga, "checkout", "careful", server.Change{Reason: "dashboards agree: recovered"}); err != nil {
 		t.Fatal(err)
 	}
 	if ev := r.events("trigger/checkout/careful")[0]; ev.Action != audit.TriggerConfirm || ev.Actor != "olga" {
@@ -428,11 +428,11 @@ func testPersonPauses(r *rig) {
 	if sw := r.switchState("humans"); sw.State != wire.StateOff || len(r.evaluations("humans")) != n {
 		t.Fatal("a paused rule acted")
 	}
-	if _, err := r.svc.Pause(ctx, olga, "checkout", "humans", "again"); !errors.Is(err, server.ErrConflict) {
+	if _, err := r.svc.Pause(ctx, olga, "checkout", "humans", server.Change{Reason: "again"}); !errors.Is(err, server.ErrConflict) {
 		t.Fatalf("pausing a paused rule: %v", err)
 	}
 	r.set(m, 95)
-	if _, err := r.svc.Resume(ctx, olga, "checkout", "humans", "scrape fixed"); err != nil {
+	if _, err := r.svc.Resume(ctx, olga, "checkout", "humans", server.Change{Reason: "scrape fixed"}); err != nil {
 		t.Fatal(err)
 	}
 	r.step(at(b, 20))
@@ -541,8 +541,9 @@ func testStagedRollout(r *rig) {
 		t.Fatalf("the plan's audit events: %+v, %v", evs, err)
 	}
 
-	// A percent replaces the template in a patch, and null clears it.
-	for body, want := range map[string]string{`{"rollout":{"percent":40}}`: "40", `{"rollout":null}`: "none"} {
+	// A merge patch that sets a percent and removes the template replaces
+	// it, and null clears the rollout.
+	for body, want := range map[string]string{`{"rollout":{"percent":40,"template":null}}`: "40", `{"rollout":null}`: "none"} {
 		v, err := r.svc.Update(ctx, admin, "checkout", "staged", trigger.Patch{Reason: "test", Fields: json.RawMessage(body)})
 		if err != nil {
 			t.Fatalf("patch %s: %v", body, err)

@@ -136,8 +136,18 @@ func (s *Service) Preview(ctx context.Context, a server.Actor, app string, in Pr
 		out.Final = PhaseOK
 		return out, nil
 	}
-	replay(r.Policy(step), samples(pts, start, end, step), start, out)
+	replayRange(r, pts, start, end, step, out)
 	return out, nil
+}
+
+// replayRange replays rule r over a range's points into out. The
+// evaluator's interval is the spacing of the points, not the preview's
+// step: points every 30 s (the fleet's history) evaluated as if they came
+// every step would start each hold shorter than 30 s over at every point,
+// and never fire.
+func replayRange(r *Rule, pts []signal.Point, start, end time.Time, step time.Duration, out *Preview) {
+	smps, spacing := samples(pts, start, end, step)
+	replay(r.Policy(spacing), smps, start, out)
 }
 
 func previewDuration(v *server.FieldErrors, field, s string, def time.Duration) time.Duration {
@@ -159,8 +169,9 @@ type timed struct {
 
 // samples turns a range's points into the samples the job would have
 // seen: each point is a value, and a gap longer than twice the spacing of
-// the points (at least step) is no data, one sample per spacing.
-func samples(pts []signal.Point, start, end time.Time, step time.Duration) []timed {
+// the points (at least step) is no data, one sample per spacing. It
+// returns the spacing too.
+func samples(pts []signal.Point, start, end time.Time, step time.Duration) ([]timed, time.Duration) {
 	spacing := step
 	if len(pts) > 2 {
 		gaps := make([]time.Duration, 0, len(pts)-1)
@@ -186,7 +197,7 @@ func samples(pts []signal.Point, start, end time.Time, step time.Duration) []tim
 		prev = p.At
 	}
 	fill(prev, end.Add(spacing))
-	return out
+	return out, spacing
 }
 
 // replay runs the evaluator over the samples into out.

@@ -22,7 +22,10 @@ func TestReplay(t *testing.T) {
 	// no points from 10 m to 20 m: the fleet had no instance reporting
 	add(20*time.Minute, 30*time.Minute, 40)
 	end := t0.Add(30 * time.Minute)
-	smps := samples(pts, t0, end, time.Second)
+	smps, spacing := samples(pts, t0, end, time.Second)
+	if spacing != 30*time.Second {
+		t.Fatalf("spacing %s, want the points' 30s", spacing)
+	}
 	gaps := 0
 	for _, s := range smps {
 		if s.s.Outcome == OutcomeNoData {
@@ -51,5 +54,31 @@ func TestReplay(t *testing.T) {
 	}
 	if g := out.NoData[0]; !g.From.Equal(t0.Add(10*time.Minute)) || !g.To.Equal(t0.Add(20*time.Minute)) {
 		t.Fatalf("no-data span %+v", g)
+	}
+}
+
+// TestReplaySparseHistory: a hold shorter than the spacing of the history
+// (trigger for 20s over the fleet's 30 s points) fires as the job would,
+// however fine the preview's step: the evaluator's interval is the
+// points' spacing. With the step (3s, a 1h preview's) as interval, every
+// point started the hold over and the preview said 0 fired.
+func TestReplaySparseHistory(t *testing.T) {
+	var pts []signal.Point
+	for d := time.Duration(0); d < 20*time.Minute; d += 30 * time.Second {
+		v := 50.0
+		if d >= 5*time.Minute && d < 10*time.Minute {
+			v = 90
+		}
+		pts = append(pts, signal.Point{At: t0.Add(d), Value: v})
+	}
+	r := &Rule{TriggerOp: Above, TriggerThreshold: 80, TriggerFor: "20s", RecoverOp: Below, RecoverThreshold: 60, RecoverFor: "20s",
+		Cooldown: "0s", MaxOn: "0s", OnNoData: MissingHold, OnError: MissingHold, FlapMaxTransitions: 4, FlapWindow: "1h"}
+	out := &Preview{Start: t0, End: t0.Add(20 * time.Minute)}
+	replayRange(r, pts, out.Start, out.End, 3*time.Second, out)
+	if out.Fired != 1 || out.Recovered != 1 {
+		t.Fatalf("preview over 30 s points with 20s holds: %s, events %+v", out, out.Events)
+	}
+	if on := out.Events[0]; !on.At.Equal(t0.Add(5*time.Minute + 30*time.Second)) {
+		t.Fatalf("fired at %s, want at the second point above 80 (5m30s)", on.At.Sub(t0))
 	}
 }

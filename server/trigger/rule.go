@@ -1,7 +1,6 @@
 package trigger
 
 import (
-	"encoding/json"
 	"math"
 	"strings"
 	"time"
@@ -128,9 +127,16 @@ type CondInput struct {
 	For       string   `json:"for"`
 }
 
-// FlapInput is the flap detection: more than MaxTransitions flips within
-// Window lock the rule.
+// FlapInput is the flap detection as the API takes it: more than
+// MaxTransitions flips within Window lock the rule. An absent member takes
+// its default; an explicit one must be in range.
 type FlapInput struct {
+	MaxTransitions *int   `json:"max_transitions"`
+	Window         string `json:"window"`
+}
+
+// FlapView is a rule's flap detection.
+type FlapView struct {
 	MaxTransitions int    `json:"max_transitions"`
 	Window         string `json:"window"`
 }
@@ -145,50 +151,9 @@ type RolloutInput struct {
 	Template string `json:"template,omitempty"`
 }
 
-// Patch changes some fields of a rule: Fields holds the JSON members other
-// than version and reason, merged over the current rule (an object such as
-// trigger merges member by member; rollout is replaced whole). name and switch
-// cannot change.
-type Patch struct {
-	Version *int64
-	Reason  string
-	Fields  json.RawMessage
-}
-
-// UnmarshalJSON splits the bookkeeping members from the rule fields.
-func (p *Patch) UnmarshalJSON(b []byte) error {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(b, &m); err != nil {
-		return err
-	}
-	for key, dst := range map[string]any{"version": &p.Version, "reason": &p.Reason} {
-		if raw, ok := m[key]; ok {
-			delete(m, key)
-			if err := json.Unmarshal(raw, dst); err != nil {
-				return &server.FieldError{Field: key, Msg: "has the wrong type"}
-			}
-		}
-	}
-	fields, err := json.Marshal(m)
-	p.Fields = fields
-	return err
-}
-
-// MarshalJSON writes the patch as it was sent (UnmarshalJSON's inverse),
-// so a change request stores it exactly.
-func (p Patch) MarshalJSON() ([]byte, error) {
-	m := map[string]json.RawMessage{}
-	if len(p.Fields) > 0 {
-		if err := json.Unmarshal(p.Fields, &m); err != nil {
-			return nil, err
-		}
-	}
-	if p.Version != nil {
-		m["version"], _ = json.Marshal(*p.Version)
-	}
-	m["reason"], _ = json.Marshal(p.Reason)
-	return json.Marshal(m)
-}
+// Patch changes some fields of a rule: an RFC 7396 merge patch over the
+// rule's Input (server.Patch). name and switch cannot change.
+type Patch = server.Patch
 
 // Input returns the rule as a create body would write it.
 func (r *Rule) Input() Input {
@@ -277,9 +242,12 @@ func build(app string, in Input, check checks) (*Rule, error) {
 
 	r.OnNoData = treatment(&v, "on_no_data", r.OnNoData)
 	r.OnError = treatment(&v, "on_error", r.OnError)
-	flap := FlapInput{MaxTransitions: DefaultFlapMax, Window: DefaultFlapWindow.String()}
+	flap := FlapView{MaxTransitions: DefaultFlapMax, Window: server.ShortDuration(DefaultFlapWindow)}
 	if in.Flap != nil {
-		flap = *in.Flap
+		flap.Window = in.Flap.Window
+		if in.Flap.MaxTransitions != nil {
+			flap.MaxTransitions = *in.Flap.MaxTransitions
+		}
 	}
 	if flap.MaxTransitions < 1 || flap.MaxTransitions > maxFlapTransitions {
 		v.Addf("flap.max_transitions", "must be between 1 and %d", maxFlapTransitions)
@@ -331,7 +299,7 @@ func finite(f float64) bool { return !math.IsInf(f, 0) && !math.IsNaN(f) }
 func duration(v *server.FieldErrors, field, s string, def time.Duration) string {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return def.String()
+		return server.ShortDuration(def)
 	}
 	d, err := server.ParseDuration(s)
 	switch {
@@ -340,9 +308,9 @@ func duration(v *server.FieldErrors, field, s string, def time.Duration) string 
 	case d < 0:
 		v.Addf(field, "must not be negative, got %s", s)
 	case d > maxDuration:
-		v.Addf(field, "must be at most %s", maxDuration)
+		v.Addf(field, "must be at most %s", server.ShortDuration(maxDuration))
 	}
-	return d.String()
+	return server.ShortDuration(d)
 }
 
 func opList() string {

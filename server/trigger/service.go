@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -131,14 +130,16 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", server.ErrUnavailable, err)
 }
 
-// List returns the rules of app (every app when app is "") with their
-// state, ordered by app and name.
-func (s *Service) List(ctx context.Context, app string) ([]View, error) {
-	q := s.db(ctx).Order("app, name")
-	if app != "" {
-		q = q.Where("app = ?", app)
+// List returns one page of the rules of app with their state, ordered by
+// name, and the cursor of the next page.
+func (s *Service) List(ctx context.Context, app string, pg server.Page) ([]View, string, error) {
+	var rules []Rule
+	if err := pg.ByName(s.db(ctx).Where("app = ?", app), "name").Find(&rules).Error; err != nil {
+		return nil, "", unavailable(err)
 	}
-	return s.views(ctx, q)
+	rules, next := server.Cut(rules, pg, func(r *Rule) string { return r.Name })
+	list, err := s.viewsOf(ctx, rules)
+	return list, next, err
 }
 
 // ForSwitch returns the rules of switch app/name with their state.
@@ -151,6 +152,11 @@ func (s *Service) views(ctx context.Context, q *gorm.DB) ([]View, error) {
 	if err := q.Find(&rules).Error; err != nil {
 		return nil, unavailable(err)
 	}
+	return s.viewsOf(ctx, rules)
+}
+
+// viewsOf returns rules with their state.
+func (s *Service) viewsOf(ctx context.Context, rules []Rule) ([]View, error) {
 	rows, err := s.states(ctx, rules)
 	if err != nil {
 		return nil, err
@@ -203,25 +209,27 @@ func (s *Service) Get(ctx context.Context, app, name string) (*View, error) {
 	return &v, nil
 }
 
-// Evaluations returns the newest evaluations of a rule, newest first (at
-// most limit; 0 means 50).
-func (s *Service) Evaluations(ctx context.Context, app, name string, limit int) ([]Evaluation, error) {
+// Evaluations returns one page of the evaluations of a rule, newest
+// first, and the cursor of the next page.
+func (s *Service) Evaluations(ctx context.Context, app, name string, pg server.Page) ([]Evaluation, string, error) {
 	r, err := loadRule(s.db(ctx), app, name)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, "", unavailable(err)
 	}
-	if limit <= 0 {
-		limit = 50
+	q, err := pg.Newest(s.db(ctx).Where("trigger_id = ?", r.ID), "id")
+	if err != nil {
+		return nil, "", err
 	}
 	var rows []evaluationRow
-	if err := s.db(ctx).Where("trigger_id = ?", r.ID).Order("id DESC").Limit(min(limit, keepEvaluations)).Find(&rows).Error; err != nil {
-		return nil, unavailable(err)
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, "", unavailable(err)
 	}
+	rows, next := server.Cut(rows, pg, func(e *evaluationRow) string { return server.IDKey(e.ID) })
 	out := make([]Evaluation, len(rows))
 	for i := range rows {
 		out[i] = rows[i].view()
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // check returns build's checks for app: its sources, the answer of the
@@ -302,15 +310,6 @@ func (s *Service) queryCheck(ctx context.Context, app string, tried probe) func(
 	}
 }
 
-// replacesRollout reports whether a patch gives the rollout member, which
-// replaces the rule's rollout as a whole rather than member by member.
-func replacesRollout(fields json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	_ = json.Unmarshal(fields, &m)
-	_, ok := m["rollout"]
-	return ok
-}
-
 // stamp sets the bookkeeping of a rule written by a at version v.
 func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
 	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneLine(reason, 1000), a.Name, now
@@ -375,7 +374,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 		tried probe
 	)
 	if cur, err := loadRule(s.db(ctx), app, name); err == nil {
-		if in, v := p.merged(cur); v.Err() == nil {
+		if in, v := merged(p, cur); v.Err() == nil {
 			tried = s.try(ctx, app, in.Source, in.Query)
 		}
 	}
@@ -386,7 +385,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			if err != nil {
 				return "", nil, nil, err
 			}
-			in, v := p.merged(cur)
+			in, v := merged(p, cur)
 			if in.Name != cur.Name {
 				v.Addf("name", "cannot be changed; create a rule with the new name and delete this one")
 			}
@@ -416,7 +415,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), p.Version)
 			}
 			row, st, err := loadState(tx, cur.ID)
 			if err != nil {
@@ -438,15 +437,9 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 
 // merged is the input of rule cur with the patch merged over it, and
 // the patch's unknown members and wrong types.
-func (p Patch) merged(cur *Rule) (Input, server.FieldErrors) {
-	in := cur.Input()
-	if replacesRollout(p.Fields) {
-		in.Rollout = nil // a percent and a template replace each other; null clears
-	}
-	var v server.FieldErrors
-	if len(p.Fields) > 0 {
-		v = server.DecodeJSON(p.Fields, &in)
-	}
+func merged(p Patch, cur *Rule) (Input, server.FieldErrors) {
+	var in Input
+	v := p.Merge(cur.Input(), &in)
 	return in, v
 }
 
@@ -472,7 +465,7 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 				return "", nil, nil, res.Error
 			}
 			if res.RowsAffected == 0 {
-				return "", nil, nil, fmt.Errorf("%w: %s changed concurrently", server.ErrConflict, cur.Target())
+				return "", nil, nil, server.ChangedConcurrently(cur.Target(), c.Version)
 			}
 			if err := resolveFindings(tx, cur, "rule deleted by "+a.Name, s.core.Now()); err != nil {
 				return "", nil, nil, err
@@ -484,13 +477,16 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 // stateChange is an audited change of a rule's state by a person: mutate
 // gets the rule, its state and its switch, and returns the next state or
 // an error that aborts the change.
-func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.Action, app, name, reason string,
+func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.Action, app, name string, c server.Change,
 	mutate func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error)) (*View, error) {
 	var out View
-	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: reason, App: app,
+	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: action, Reason: c.Reason, App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			r, err := loadRule(tx, app, name)
 			if err != nil {
+				return "", nil, nil, err
+			}
+			if err := server.CheckVersion(c.Version, r.Version); err != nil {
 				return "", nil, nil, err
 			}
 			row, st, err := loadState(tx, r.ID)
@@ -520,20 +516,20 @@ func (s *Service) stateChange(ctx context.Context, a server.Actor, action audit.
 }
 
 // Pause stops a rule until a person resumes it; the switch stays as it is.
-func (s *Service) Pause(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	return s.stateChange(ctx, a, audit.TriggerPause, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+func (s *Service) Pause(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerPause, app, name, c, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		if st.Paused {
 			return st, server.Conflictf("%s is already paused (by %s: %s)", r.Target(), st.PausedBy, st.PauseReason)
 		}
-		return st.Pause(a.Name, oneLine(reason, 500), now), nil
+		return st.Pause(a.Name, oneLine(c.Reason, 500), now), nil
 	})
 }
 
 // Resume hands the switch back to a paused or locked rule, as the switch
 // is now (on: the rule turns it off once the metric recovers), and
 // resolves the rule's lock and hand-off findings.
-func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	return s.stateChange(ctx, a, audit.TriggerResume, app, name, reason, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
+func (s *Service) Resume(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	return s.stateChange(ctx, a, audit.TriggerResume, app, name, c, func(tx *gorm.DB, r *Rule, st State, sw *server.Switch, now time.Time) (State, error) {
 		if !st.Paused && st.Phase != PhaseLocked {
 			return st, server.Conflictf("%s is neither paused nor locked (it is %s)", r.Target(), st.Status())
 		}
@@ -544,8 +540,8 @@ func (s *Service) Resume(ctx context.Context, a server.Actor, app, name, reason 
 // Confirm confirms the recovery a rule proposes (confirm_recovery): the
 // leader's job turns the switch off at its next step, as the rule, saying
 // who confirmed.
-func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name, reason string) (*View, error) {
-	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, reason, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
+func (s *Service) Confirm(ctx context.Context, a server.Actor, app, name string, c server.Change) (*View, error) {
+	v, err := s.stateChange(ctx, a, audit.TriggerConfirm, app, name, c, func(_ *gorm.DB, r *Rule, st State, _ *server.Switch, now time.Time) (State, error) {
 		switch {
 		case st.Paused:
 			return st, server.Conflictf("%s is paused; resume it first", r.Target())

@@ -2,6 +2,8 @@ package trigger
 
 import (
 	"time"
+
+	"github.com/switchyard-io/switchyard/server"
 )
 
 // View is the API representation of a rule; Status is its live state.
@@ -19,7 +21,7 @@ type View struct {
 	OnNoData        string        `json:"on_no_data"`
 	OnError         string        `json:"on_error"`
 	ConfirmRecovery bool          `json:"confirm_recovery"`
-	Flap            FlapInput     `json:"flap"`
+	Flap            FlapView      `json:"flap"`
 	Rollout         *RolloutInput `json:"rollout"`
 	Mode            string        `json:"mode"`
 	Version         int64         `json:"version"`
@@ -71,10 +73,11 @@ type Status struct {
 func (r *Rule) config() View {
 	v := View{
 		App: r.App, Name: r.Name, Switch: r.SwitchName, Description: r.Description, Source: r.Source, Query: r.Query,
-		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: r.TriggerFor},
-		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: r.RecoverFor},
-		Cooldown: r.Cooldown, MaxOn: r.MaxOn, OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
-		Flap: FlapInput{MaxTransitions: r.FlapMaxTransitions, Window: r.FlapWindow}, Mode: r.Mode,
+		Trigger:  CondView{Op: r.TriggerOp, Threshold: r.TriggerThreshold, For: server.CanonicalDuration(r.TriggerFor)},
+		Recover:  CondView{Op: r.RecoverOp, Threshold: r.RecoverThreshold, For: server.CanonicalDuration(r.RecoverFor)},
+		Cooldown: server.CanonicalDuration(r.Cooldown), MaxOn: server.CanonicalDuration(r.MaxOn),
+		OnNoData: r.OnNoData, OnError: r.OnError, ConfirmRecovery: r.ConfirmRecovery,
+		Flap: FlapView{MaxTransitions: r.FlapMaxTransitions, Window: server.CanonicalDuration(r.FlapWindow)}, Mode: r.Mode,
 		Version: r.Version, Reason: r.Reason, UpdatedBy: r.UpdatedBy, UpdatedAt: r.UpdatedAt.UTC(), CreatedAt: r.CreatedAt.UTC(),
 	}
 	switch {
@@ -120,7 +123,7 @@ func timePtr(t time.Time) *time.Time {
 // Input returns the rule as a create body would write it.
 func (v *View) Input() Input {
 	th, rt := v.Trigger.Threshold, v.Recover.Threshold
-	flap := v.Flap
+	flap := FlapInput{MaxTransitions: &v.Flap.MaxTransitions, Window: v.Flap.Window}
 	return Input{
 		Name: v.Name, Switch: v.Switch, Description: v.Description, Source: v.Source, Query: v.Query,
 		Trigger:  CondInput{Op: v.Trigger.Op, Threshold: &th, For: v.Trigger.For},

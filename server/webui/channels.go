@@ -38,9 +38,9 @@ func (p channelPages) show(c *gin.Context, status int, form string, err error, e
 		return
 	}
 	pg := &page{Title: "Notification channels", Nav: "channels"}
-	list, lerr := p.svc.ListChannels(c.Request.Context())
-	filter := notify.DeliveryFilter{Channel: c.Query("channel"), Limit: 50}
-	log, derr := p.svc.Deliveries(c.Request.Context(), filter)
+	list, _, lerr := p.svc.ListChannels(c.Request.Context(), server.Page{})
+	filter := notify.DeliveryFilter{Channel: c.Query("channel"), Page: server.Page{Limit: 50}}
+	log, _, derr := p.svc.Deliveries(c.Request.Context(), filter)
 	data := map[string]any{"Channels": channelRows(list), "Deliveries": log, "Channel": filter.Channel, "Kinds": notify.Kinds, "Formats": []string{notify.FormatJSON, notify.FormatSlack}}
 	// ?tested=<id>: where "Send test" leads, the test's outcome on top.
 	if id, perr := strconv.ParseInt(c.Query("tested"), 10, 64); perr == nil {
@@ -120,7 +120,7 @@ func (p channelPages) remove(c *gin.Context) {
 func (p channelPages) test(c *gin.Context) {
 	name := c.Param("channel")
 	fp := &formParser{c: c}
-	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, fp.str("reason"))
+	d, err := p.svc.SendTest(c.Request.Context(), actor(c), name, server.Change{Reason: fp.str("reason")})
 	if err != nil {
 		p.show(c, 0, "test:"+name, err, nil)
 		return

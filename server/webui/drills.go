@@ -67,7 +67,7 @@ func (d drillPages) section(c *gin.Context, sw *server.Switch) (any, error) {
 	rows := make([]DrillRow, 0, len(list))
 	for i := range list {
 		row := DrillRow{DrillView: list[i].ViewFor(d.svc.Now(), actor(c).CanWrite(sw.App))}
-		runs, err := d.svc.Runs(ctx, sw.App, list[i].Name, 5)
+		runs, _, err := d.svc.Runs(ctx, sw.App, list[i].Name, server.Page{Limit: 5})
 		if err != nil {
 			return nil, err
 		}

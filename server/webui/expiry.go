@@ -35,7 +35,7 @@ func (h *handler) registerExpiry(in *gin.RouterGroup, svc *expiry.Service) {
 		return map[string]any{"Expired": expired}, nil
 	}
 	h.findingCounts = func(c *gin.Context) *FindingCounts {
-		m, err := svc.OpenCounts(c.Request.Context())
+		m, err := svc.Findings().OpenCounts(c.Request.Context(), finding.Filter{})
 		if err != nil {
 			return nil // the bar goes without its count; the page says why if it needs the database
 		}
@@ -50,16 +50,15 @@ func (h *handler) findingsPage(c *gin.Context, svc *expiry.Service) {
 	q := map[string]string{"kind": strings.TrimSpace(c.Query("kind")), "app": strings.TrimSpace(c.Query("app")), "state": c.DefaultQuery("state", "open")}
 	p := &page{Title: "Findings", Nav: "findings", Form: "filter", Errors: map[string]string{}}
 	f, bad := finding.ParseFilter(q["kind"], q["app"], q["state"])
-	f.Limit = 200
 	for _, fe := range bad {
 		p.Errors[fe.Field] = fe.Msg
 	}
 	status := http.StatusOK
 	if len(p.Errors) > 0 {
 		p.Error, status = "Fix the filters marked below.", http.StatusBadRequest
-		f = finding.Filter{Open: true, Limit: 200}
+		f = finding.Filter{Open: true}
 	}
-	list, err := svc.Findings(c.Request.Context(), f)
+	list, _, err := svc.Findings().List(c.Request.Context(), f, server.Page{Limit: 200})
 	if err != nil {
 		h.fail(c, "findings", p, "page", err)
 		return

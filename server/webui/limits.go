@@ -280,7 +280,9 @@ func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
 
 // ruleFields reads the editor into the JSON members of a wire.LimitRule:
 // the kind, its own parameters (all of them, so a cleared field is
-// cleared), mode, scope and key_by.
+// cleared: an empty input is null, which takes the parameter's default
+// where it has one; an explicit 0 is the API's to refuse), mode, scope
+// and key_by.
 func ruleFields(fp *formParser) map[string]json.RawMessage {
 	kind := fp.str("kind")
 	m := map[string]json.RawMessage{
@@ -289,6 +291,10 @@ func ruleFields(fp *formParser) map[string]json.RawMessage {
 	for _, prm := range limitParams[kind] {
 		// Inputs are named "<kind>.<param>": kinds share parameter names.
 		in := kind + "." + prm.Name
+		if fp.str(in) == "" {
+			m[prm.Name] = json.RawMessage("null")
+			continue
+		}
 		switch prm.Type {
 		case "float":
 			m[prm.Name] = mustJSON(fp.float(in))
@@ -300,7 +306,13 @@ func ruleFields(fp *formParser) map[string]json.RawMessage {
 			m[prm.Name] = mustJSON(fp.bool(in))
 		}
 	}
-	kb := wire.KeyBy{Source: fp.str("key_by.source"), Name: fp.str("key_by.name"), MaxKeys: fp.int("key_by.max_keys"), TTL: fp.duration("key_by.ttl")}
+	kb := map[string]any{"source": fp.str("key_by.source"), "name": fp.str("key_by.name")}
+	if fp.str("key_by.max_keys") != "" {
+		kb["max_keys"] = fp.int("key_by.max_keys")
+	}
+	if fp.str("key_by.ttl") != "" {
+		kb["ttl"] = fp.duration("key_by.ttl").D().String()
+	}
 	m["key_by"] = mustJSON(kb)
 	return m
 }

@@ -49,7 +49,7 @@ type RolloutChoice struct {
 func (h *handler) rolloutSection(c *gin.Context, sw *server.Switch) (any, error) {
 	svc := h.domains.Rollouts
 	ctx := c.Request.Context()
-	list, err := svc.List(ctx, sw.App, rollout.Filter{Switch: sw.Name, Limit: 6})
+	list, _, err := svc.List(ctx, sw.App, rollout.Filter{Switch: sw.Name, Page: server.Page{Limit: 6}})
 	if err != nil {
 		return nil, err
 	}

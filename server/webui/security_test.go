@@ -176,6 +176,13 @@ func TestSecurity(t *testing.T) {
 				t.Errorf("create %s rule: %d\n%s", kind, status, body)
 			}
 		}
+		// A left-empty input takes the default (above: adaptive window,
+		// max_open_duration); an explicit 0 is refused at its input.
+		status, _, body = cl.post("/ui/limits/save", url.Values{"_csrf": {tok}, "app": {"checkout"}, "resource": {"res zero"}, "kind": {"adaptive"},
+			"adaptive.min": {"1"}, "adaptive.max": {"8"}, "adaptive.window": {"0s"}, "mode": {"enforce"}, "scope": {"instance"}, "reason": {"r"}})
+		if status != http.StatusBadRequest || !strings.Contains(body, "must be greater than 0 (leave it out for the default)") {
+			t.Errorf("adaptive window 0s: %d, no field error\n%s", status, body)
+		}
 		// Creating a rule that exists says so next to its resource field.
 		status, _, body = cl.post("/ui/limits/save", url.Values{"_csrf": {tok}, "app": {"checkout"}, "resource": {"res concurrency"}, "kind": {"concurrency"}, "concurrency.max": {"3"}, "mode": {"enforce"}, "scope": {"instance"}, "reason": {"r"}})
 		if status != http.StatusConflict || !regexp.MustCompile(`name="resource"[^>]*>\s*<span class="ferr" role="alert">Resource: is taken</span>`).MatchString(body) {

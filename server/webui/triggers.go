@@ -160,7 +160,7 @@ func ruleInput(fp *formParser, app string) trigger.Input {
 		Recover:  trigger.CondInput{Op: trigger.Op(fp.str("recover.op")), Threshold: optFloat(fp, "recover.threshold"), For: fp.str("recover.for")},
 		Cooldown: fp.str("cooldown"), MaxOn: fp.str("max_on"), OnNoData: fp.str("on_no_data"), OnError: fp.str("on_error"), Mode: fp.str("mode"),
 		ConfirmRecovery: fp.str("confirm_recovery") == "on", Reason: fp.str("reason"),
-		Flap: &trigger.FlapInput{MaxTransitions: fp.int("flap.max_transitions"), Window: fp.str("flap.window")},
+		Flap: &trigger.FlapInput{MaxTransitions: new(fp.int("flap.max_transitions")), Window: fp.str("flap.window")},
 	}
 	if fp.str("flap.max_transitions") == "" && in.Flap.Window == "" {
 		in.Flap = nil
@@ -343,7 +343,7 @@ func (t *triggerPages) renderRule(c *gin.Context, status int, form string, ferr 
 	e, err := t.editorFor(c, app, v, vals)
 	p.Data = e
 	if err == nil {
-		e.Evals, err = t.svc.Evaluations(ctx, app, name, 50)
+		e.Evals, _, err = t.svc.Evaluations(ctx, app, name, server.Page{Limit: 50})
 	}
 	if a := actor(c); err == nil && e.Preview == nil && c.GetHeader("X-Live") == "" && a.CanWrite(app) {
 		// The chart is no live region: a live refresh does not ask the
@@ -443,7 +443,7 @@ func (t *triggerPages) renderPreview(c *gin.Context, app string, in trigger.Inpu
 	}
 	e, err := t.editorFor(c, app, v, vals)
 	if err == nil {
-		e.Evals, err = t.svc.Evaluations(c.Request.Context(), app, v.Name, 50)
+		e.Evals, _, err = t.svc.Evaluations(c.Request.Context(), app, v.Name, server.Page{Limit: 50})
 	}
 	pv.Draft = true
 	e.Preview = pv
@@ -461,18 +461,32 @@ func patchFields(in trigger.Input) ([]byte, error) {
 	m := map[string]any{
 		"description": in.Description, "source": in.Source, "query": in.Query, "trigger": in.Trigger, "recover": in.Recover,
 		"cooldown": in.Cooldown, "max_on": in.MaxOn, "on_no_data": in.OnNoData, "on_error": in.OnError, "confirm_recovery": in.ConfirmRecovery,
-		"flap": in.Flap, "rollout": in.Rollout, "mode": in.Mode,
+		"flap": in.Flap, "rollout": nil, "mode": in.Mode,
+	}
+	if r := in.Rollout; r != nil {
+		// A merge patch keeps what it does not name: the form names both
+		// members, null for the one it leaves empty.
+		m["rollout"] = map[string]any{"percent": nilIfZero(r.Percent), "template": nilIfZero(r.Template)}
 	}
 	return json.Marshal(m)
 }
 
+// nilIfZero is v, or nil (JSON null) when v is its type's zero value.
+func nilIfZero[T comparable](v T) any {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return v
+}
+
 // state serves pause, resume and confirm; on success it returns to the
 // page the form came from (the switch page or the rule page).
-func (t *triggerPages) state(form string, change func(context.Context, server.Actor, string, string, string) (*trigger.View, error), done string) gin.HandlerFunc {
+func (t *triggerPages) state(form string, change func(context.Context, server.Actor, string, string, server.Change) (*trigger.View, error), done string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		app, name := c.Param("app"), c.Param("name")
 		fp := &formParser{c: c}
-		if _, err := change(c.Request.Context(), actor(c), app, name, fp.str("reason")); err != nil {
+		if _, err := change(c.Request.Context(), actor(c), app, name, server.Change{Reason: fp.str("reason")}); err != nil {
 			if failureOf(err).Status != http.StatusBadRequest {
 				// The rule's state changed meanwhile: the form may be gone
 				// from the page, so the error goes to the top.

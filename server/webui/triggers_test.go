@@ -191,6 +191,20 @@ func TestTriggerPages(t *testing.T) {
 		}
 	})
 
+	t.Run("a dry run on a switch a person turned on does not claim to hold it", func(t *testing.T) {
+		// recommend is on (olga, above) and the metric is at 40, below 80:
+		// the rule starts from the switch as it is, on, and would turn it
+		// off once recovered; it holds nothing.
+		status, loc, body := cl.post("/ui/apps/checkout/triggers", ruleForm(tok, "name", "dry-watch", "mode", "dry_run"))
+		if status != http.StatusSeeOther {
+			t.Fatalf("create: %d\n%s", status, body)
+		}
+		_, body = cl.get(loc)
+		if strings.Contains(body, "holds the switch on") || !strings.Contains(body, "counts the switch as on since") || !strings.Contains(body, "(dry run: it changes nothing; it would turn the switch off when &lt; 60 for 1s)") {
+			t.Fatalf("the dry run's state line\n%s", body)
+		}
+	})
+
 	t.Run("viewers read without forms", func(t *testing.T) {
 		vpw := mustCreateUser(t, c, "vic", server.RoleViewer)
 		vc := newClient(t, c)
