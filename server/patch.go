@@ -19,6 +19,22 @@ type Patch struct {
 	Fields json.RawMessage
 }
 
+// MarshalJSON writes the patch as it was sent (UnmarshalJSON's inverse),
+// so a change request stores it exactly.
+func (p Patch) MarshalJSON() ([]byte, error) {
+	m := map[string]json.RawMessage{}
+	if len(p.Fields) > 0 {
+		if err := json.Unmarshal(p.Fields, &m); err != nil {
+			return nil, err
+		}
+	}
+	if p.Version != nil {
+		m["version"], _ = json.Marshal(*p.Version)
+	}
+	m["reason"], _ = json.Marshal(p.Reason)
+	return json.Marshal(m)
+}
+
 // UnmarshalJSON splits the bookkeeping members from the fields.
 func (p *Patch) UnmarshalJSON(b []byte) error {
 	var m map[string]json.RawMessage

@@ -42,6 +42,9 @@ const (
 	// FallbackUnverified: an L1 or L2 switch off for long, with
 	// instances reporting, and no shadow sample matched in that time.
 	FallbackUnverified Kind = "fallback_unverified"
+	// BreakGlassReview: a held change was applied without approval;
+	// another person must review it (server/approval).
+	BreakGlassReview Kind = "break_glass_review"
 )
 
 // Severities.

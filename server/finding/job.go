@@ -441,7 +441,7 @@ func utc(t *time.Time) *time.Time {
 
 // Kinds lists every finding kind, for filters.
 var Kinds = []Kind{ExpiredOn, ExpiryReminder, NeverDrilled, NeverRead, NoOwner, TriggerLocked, DrillFailed, RolloutPaused, TriggerHandoff, TriggerOverridden,
-	FallbackMismatch, FallbackUnverified}
+	FallbackMismatch, FallbackUnverified, BreakGlassReview}
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }

@@ -126,6 +126,9 @@ func (h *handler) switchList(c *gin.Context) {
 // switchPage renders the detail page of a switch; form and err describe a
 // failed form on it.
 func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error) {
+	if held(c, ferr) {
+		return
+	}
 	app, name := c.Param("app"), c.Param("name")
 	p := &page{Title: app + "/" + name, Nav: "switches", Fleet: true}
 	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
@@ -270,6 +273,9 @@ func (h *handler) turnOnSwitch(c *gin.Context, app, name string, onErr func(erro
 		return
 	}
 	_, rc, err := h.svc.TurnOn(c.Request.Context(), actor(c), app, name, t)
+	if held(c, err) {
+		return
+	}
 	if err != nil {
 		onErr(err)
 		return
