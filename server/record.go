@@ -87,14 +87,23 @@ type entityOp struct {
 	Action  audit.Action
 	Reason  string
 	Version *int64
+	// Pending is the change as a request would store it (see change).
+	Pending *Pending
 }
 
 // change returns the audited change of op whose write is apply.
 func (op entityOp) change(apply func(tx *gorm.DB) (string, any, any, error)) change {
 	return change{
 		Actor: op.Actor, Action: op.Action, Reason: op.Reason,
-		Publish: entityKey{op.Kind, op.App, op.Name}, Apply: apply,
+		Publish: entityKey{op.Kind, op.App, op.Name}, Apply: apply, Pending: op.Pending,
 	}
+}
+
+// held sets what a change request would store of op's change.
+func (op entityOp) held(p Pending) entityOp {
+	p.App, p.Name = op.App, op.Name
+	op.Pending = &p
+	return op
 }
 
 // stamp sets the bookkeeping of an entity written by op at version v.

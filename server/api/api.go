@@ -62,7 +62,7 @@ func Register(r *gin.Engine, cfg Config) {
 	r.GET("/readyz", h.ready)
 
 	v1 := r.Group("/api/v1", authenticate(cfg.Service))
-	apps := v1.Group("/apps/:app", checkApp)
+	apps := v1.Group("/apps/:app", checkApp, breakGlass)
 	apps.GET("/switches", h.listSwitches)
 	apps.POST("/switches", h.createSwitch)
 	apps.GET("/switches/:name", h.getSwitch)
@@ -94,6 +94,7 @@ func Register(r *gin.Engine, cfg Config) {
 	for _, d := range cfg.Domains {
 		d(apps, v1)
 	}
+	registerApprovals(apps, v1, h)
 	v1.GET("/tokens", h.listTokens)
 	v1.POST("/tokens", h.createToken)
 	v1.DELETE("/tokens/:id", h.revokeToken)

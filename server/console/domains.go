@@ -2,12 +2,15 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/api"
+	"github.com/switchyard-io/switchyard/server/approval"
 	"github.com/switchyard-io/switchyard/server/drill"
 	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -20,8 +23,9 @@ import (
 )
 
 // domain is one job domain as the console runs it — staged rollouts,
-// drills, expiry, findings, notification channels, auto-triggers: its
-// leader jobs, its hook on people's changes to switches, the history the
+// drills, expiry, findings, notification channels, auto-triggers,
+// break-glass reviews: its leader jobs, its hook on people's changes to
+// switches, how its held changes apply once approved, the history the
 // retention job prunes for it, its API routes and its pages. Every part
 // is optional. The console builds each domain once (domains) and then
 // treats them alike (runDomains).
@@ -31,8 +35,11 @@ type domain struct {
 	// (server.Service.OnPersonChange).
 	onPersonChange func(*server.JobTx, server.PersonChange) error
 	pruners        []retention.Pruner
-	routes         api.Routes
-	pages          webui.Pages
+	// applyHeld makes the domain's changes that an approval policy held
+	// once their request is approved, by kind (server.Service.OnApplyPending).
+	applyHeld map[audit.Action]func(context.Context, server.Actor, server.Pending) error
+	routes    api.Routes
+	pages     webui.Pages
 }
 
 // domains builds the job domains on the console's service, fleet model
@@ -72,16 +79,36 @@ func (c *Console) domains(reg prometheus.Registerer) []domain {
 	// drilled app holds while the drill runs.
 	triggers = trigger.New(c.Service, c.Sources, trigger.Config{Interval: c.Config.TriggerInterval, Plans: rollouts, Drills: drills, Logger: c.log})
 
+	// Approvals: held changes and their decisions reach the channels; a
+	// break-glass opens a review that escalates when overdue.
+	approvals := approval.New(c.Service)
+
 	return []domain{
 		{
 			jobs: []lead.Job{rollouts.Job()}, onPersonChange: rollouts.OnPersonChange,
 			pruners: []retention.Pruner{{Kind: "rollouts", Prune: rollout.PruneEnded}},
-			routes:  api.RolloutRoutes(rollouts), pages: webui.RolloutPages(rollouts),
+			// A person's plan that turns an L4/L5 switch of a protected
+			// app on waits for approval; the approved request starts it.
+			applyHeld: map[audit.Action]func(context.Context, server.Actor, server.Pending) error{
+				audit.RolloutCreate: func(ctx context.Context, a server.Actor, p server.Pending) error {
+					var in rollout.Input
+					if err := json.Unmarshal(p.Body, &in); err != nil {
+						return err
+					}
+					_, err := rollouts.Create(ctx, a, p.App, in)
+					return err
+				},
+			},
+			routes: api.RolloutRoutes(rollouts), pages: webui.RolloutPages(rollouts),
 		},
 		{
 			jobs: []lead.Job{drills.Job()}, onPersonChange: drills.OnPersonChange,
 			pruners: []retention.Pruner{{Kind: "drill_runs", Prune: drill.PruneRuns}},
-			routes:  api.DrillRoutes(drills), pages: webui.DrillPages(drills),
+			// A new or changed drill on a protected app waits for approval.
+			applyHeld: map[audit.Action]func(context.Context, server.Actor, server.Pending) error{
+				audit.DrillCreate: drills.ApplyHeld, audit.DrillUpdate: drills.ApplyHeld,
+			},
+			routes: api.DrillRoutes(drills), pages: webui.DrillPages(drills),
 		},
 		{
 			jobs: []lead.Job{exp.Job()}, onPersonChange: exp.OnPersonChange,
@@ -103,7 +130,31 @@ func (c *Console) domains(reg prometheus.Registerer) []domain {
 		{
 			jobs: []lead.Job{triggers.Job()}, onPersonChange: triggers.OnPersonChange,
 			pruners: []retention.Pruner{{Kind: "trigger_evaluations", Prune: trigger.PruneEvaluations}},
-			routes:  api.TriggerRoutes(triggers), pages: webui.TriggerPages(triggers),
+			// A new or changed rule on a protected app waits for approval;
+			// the approved request makes the same call again.
+			applyHeld: map[audit.Action]func(context.Context, server.Actor, server.Pending) error{
+				audit.TriggerCreate: func(ctx context.Context, a server.Actor, p server.Pending) error {
+					var in trigger.Input
+					if err := json.Unmarshal(p.Body, &in); err != nil {
+						return err
+					}
+					_, err := triggers.Create(ctx, a, p.App, in)
+					return err
+				},
+				audit.TriggerUpdate: func(ctx context.Context, a server.Actor, p server.Pending) error {
+					var patch trigger.Patch
+					if err := json.Unmarshal(p.Body, &patch); err != nil {
+						return err
+					}
+					_, err := triggers.Update(ctx, a, p.App, p.Name, patch)
+					return err
+				},
+			},
+			routes: api.TriggerRoutes(triggers), pages: webui.TriggerPages(triggers),
+		},
+		{
+			jobs:   []lead.Job{approvals.Job(time.Minute)},
+			routes: api.ReviewRoutes(approvals),
 		},
 	}
 }
@@ -123,6 +174,9 @@ func (c *Console) runDomains(ds []domain) ([]api.Routes, []webui.Pages, error) {
 		}
 		if d.onPersonChange != nil {
 			c.Service.OnPersonChange(d.onPersonChange)
+		}
+		for kind, apply := range d.applyHeld {
+			c.Service.OnApplyPending(kind, apply)
 		}
 		pruners = append(pruners, d.pruners...)
 		if d.routes != nil {

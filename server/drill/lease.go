@@ -152,6 +152,9 @@ func (j *Job) start(ctx context.Context, t server.Term, r *Run, p *Progress, pl 
 	}
 	p.SwitchVersion = sw.Version
 	p.recordBaseline(j.fleet(r, pl))
+	if pl.capacity != nil {
+		p.LoadBefore = j.measureLoad(ctx, r.App, pl.capacity, j.s.cfg.Service.Now())
+	}
 	value := sw.Wire()
 	value.State, value.Rollout = wire.StateOn, pl.rollout
 	val, err := json.Marshal(value)

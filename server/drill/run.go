@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +148,12 @@ func (j *Job) fleet(r *Run, pl *plan) []seen {
 // itself (changed by a job: its own state must apply) and the lease.
 func (j *Job) observeActive(ctx context.Context, r *Run, p *Progress, pl *plan, k *keeper, now time.Time) {
 	p.observeEffect(j.fleet(r, pl), now)
+	// The degraded window of a capacity check opens once the slice took
+	// the override; its latest measurement before the revert counts.
+	if pl.capacity != nil && (p.EffectDoneAt != nil || p.allRose()) &&
+		(p.LoadDegraded == nil || now.Sub(p.LoadDegraded.At) >= time.Second) {
+		p.LoadDegraded = j.measureLoad(ctx, r.App, pl.capacity, now)
+	}
 	if v := j.s.cfg.Fleet.Switch(r.App, r.SwitchName); v.Override && v.DegradedP99 != nil {
 		m := ms(*v.DegradedP99)
 		if p.FleetP99MS == nil || m > *p.FleetP99MS {
@@ -173,6 +180,24 @@ func (j *Job) observeActive(ctx context.Context, r *Run, p *Progress, pl *plan, 
 	if why := j.conditions(ctx, r.App, pl, p, now); why != "" {
 		p.AbortReason, p.AbortByCondition = "aborted: "+why, true
 	}
+}
+
+// measureLoad measures a capacity check's load at now.
+func (j *Job) measureLoad(ctx context.Context, app string, c *Capacity, now time.Time) *LoadSample {
+	m := j.s.cfg.Sources.MeasureAll(ctx, []signal.Query{{Source: c.Source, App: app, Query: c.Query}}, now)[0]
+	s := &LoadSample{At: now.UTC()}
+	switch {
+	case m.Outcome == signal.OutcomeError:
+		s.Error = m.Err
+	case m.Outcome == signal.OutcomeNoData:
+		s.NoData = true
+	case math.IsNaN(m.Value) || math.IsInf(m.Value, 0):
+		s.Error = "not a finite number"
+	default:
+		v := m.Value
+		s.Value = &v
+	}
+	return s
 }
 
 // conditions evaluates the abort conditions at now, keeps the samples in p
@@ -333,9 +358,8 @@ func runSummary(out string, p *Progress, v Verdicts) string {
 	if p.AbortReason != "" {
 		parts = append(parts, p.AbortReason)
 	}
-	names := []string{"takes effect", "fallback correct", "fast", "recovers"}
 	for i, x := range v.all() {
-		s := names[i] + " " + x.Result
+		s := verdictNames[i] + " " + x.Result
 		if x.Result == Fail {
 			s += " (" + x.Summary + ")"
 		}

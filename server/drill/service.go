@@ -254,6 +254,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	d := &Drill{App: app, Name: in.Name, SwitchName: in.Switch, Spec: string(spec), Enabled: pl.enabled,
 		LastScheduledAt: &now, Version: 1, Reason: strings.TrimSpace(in.Reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillCreate, Reason: in.Reason, App: app,
+		Pending: s.heldCreate(app, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			var n int64
 			if err := tx.Model(&Drill{}).Where("app = ? AND name = ?", app, in.Name).Count(&n).Error; err != nil {
@@ -294,6 +295,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	now := s.cfg.Service.Now()
 	var out *Drill
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillUpdate, Reason: ch.Reason, App: app,
+		Pending: s.heldUpdate(app, name, p),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			var d Drill
 			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {

@@ -36,6 +36,15 @@ const (
 	// TriggerOverridden: another automation changed a switch against
 	// what its auto-trigger held; the rule locked.
 	TriggerOverridden Kind = "trigger_overridden"
+	// FallbackMismatch: shadow verification found the fallback of an L1
+	// or L2 switch no longer shaped like the live answer.
+	FallbackMismatch Kind = "fallback_mismatch"
+	// FallbackUnverified: an L1 or L2 switch off for long, with
+	// instances reporting, and no shadow sample matched in that time.
+	FallbackUnverified Kind = "fallback_unverified"
+	// BreakGlassReview: a held change was applied without approval;
+	// another person must review it (server/approval).
+	BreakGlassReview Kind = "break_glass_review"
 )
 
 // Severities.

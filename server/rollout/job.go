@@ -228,7 +228,11 @@ func (s *Service) apply(j *server.JobTx, a server.Actor, r *run, act Action, now
 	}
 	k := act.Step
 	_, _, prev := previous(r.progress, k, r.before)
-	target, off, raised := Target(r.plan, k, r.App, r.SwitchName, sw.Rollout(), prev, s.members(r.App))
+	cur := sw.Rollout()
+	target, off, raised := Target(r.plan, k, r.App, r.SwitchName, cur, prev, s.members(r.App))
+	// A plan's steps widen the percent or the selector; the switch's key
+	// lists stay as a person set them.
+	target.Include, target.Exclude = cur.Include, cur.Exclude
 	raised = oneline.Clean(raised, 300)
 	version := sw.Version
 	already := (off && sw.State == wire.StateOff) || (!off && sw.State == wire.StateOn && sameRollout(sw.Rollout(), target))

@@ -92,6 +92,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	}
 	var id int64
 	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.RolloutCreate, Reason: in.Reason, App: app,
+		Pending: server.HoldAs(audit.RolloutCreate, app, in.Switch, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			sw, err := readSwitch(tx, app, in.Switch)
 			if err != nil {

@@ -323,6 +323,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	var out View
 	tried := s.try(ctx, app, in.Source, in.Query)
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
+		Pending: server.HoldAs(audit.TriggerCreate, app, in.Name, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			// The switch's existence is reported with the other fields.
 			var v server.FieldErrors
@@ -379,6 +380,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 		}
 	}
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerUpdate, Reason: p.Reason, App: app,
+		Pending: server.HoldAs(audit.TriggerUpdate, app, name, p),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			cur, err := loadRule(tx, app, name)
 			if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -101,6 +102,12 @@ func (p *formParser) str(name string) string {
 		return strings.TrimSpace(p.from.Get(name))
 	}
 	return strings.TrimSpace(p.c.PostForm(name))
+}
+
+// keys reads a pasted key list: keys separated by newlines, commas or
+// spaces; empty entries are dropped.
+func (p *formParser) keys(name string) []string {
+	return strings.FieldsFunc(p.str(name), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 func (p *formParser) float(name string) float64 {

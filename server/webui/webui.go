@@ -58,6 +58,8 @@ type Deps struct {
 	Logger    *slog.Logger
 	// Domains are the job domains' pages (domains.go).
 	Domains []Pages
+	// SignIn is single sign-on and the local accounts' policy (sso.go).
+	SignIn SignIn
 }
 
 // UI is the web console.
@@ -78,7 +80,7 @@ func New(d Deps, o Options) *UI {
 		hub:      newHub(d.Etcd, db, d.Namespace),
 		signIn:   newSignInThrottle(o.Clock),
 		onSwitch: map[string]SwitchSection{}, onOverview: map[string]OverviewSection{},
-		domains: d.Domains,
+		domains: d.Domains, signInCfg: d.SignIn,
 	}
 	d.Service.OnCredentialsChange(endSessions)
 	h.hub.start()
@@ -101,6 +103,7 @@ type handler struct {
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
 	domains    []Pages
+	signInCfg  SignIn
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -111,6 +114,9 @@ type handler struct {
 	// findingCounts counts the open findings for the navigation bar (nil:
 	// no count).
 	findingCounts func(*gin.Context) *FindingCounts
+	// openRequests counts the change requests waiting, for the
+	// navigation bar's badge (requests.go).
+	openRequests func(*gin.Context) int
 }
 
 func (h *handler) routes(r *gin.Engine) {
@@ -120,6 +126,10 @@ func (h *handler) routes(r *gin.Engine) {
 	ui.StaticFS("/static", http.FS(static))
 	ui.GET("/login", h.loginPage)
 	ui.POST("/login", h.login)
+	if h.signInCfg.SSO != nil {
+		ui.GET("/login/oidc", h.ssoStart)
+		ui.GET("/login/oidc/callback", h.ssoCallback)
+	}
 
 	r.NoRoute(h.notFound)
 
@@ -160,6 +170,7 @@ func (h *handler) routes(r *gin.Engine) {
 			d.mount(h, in)
 		}
 	}
+	h.registerRequests(in)
 }
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
@@ -194,6 +205,8 @@ type page struct {
 	Fleet bool
 	// Findings are the open findings, counted for the navigation bar.
 	Findings *FindingCounts
+	// OpenRequests counts the change requests waiting (the badge).
+	OpenRequests int
 }
 
 // Err returns the error of field in form, if that form failed. A field
@@ -206,7 +219,7 @@ func (p *page) Err(form, field string) string {
 		return m
 	}
 	for k, m := range p.Errors {
-		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") {
+		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") || strings.Contains(k, "."+field+"[") {
 			return m
 		}
 	}
@@ -292,6 +305,7 @@ var funcs = template.FuncMap{
 	"linkPath":  linkPath,
 	"isTime":    isTime,
 	"lastRead":  lastRead,
+	"lines":     func(keys []string) string { return strings.Join(keys, "\n") },
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
@@ -462,6 +476,9 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 	}
 	if p.User != nil && h.findingCounts != nil {
 		p.Findings = h.findingCounts(c)
+	}
+	if p.User != nil && h.openRequests != nil {
+		p.OpenRequests = h.openRequests(c)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
