@@ -34,6 +34,9 @@ const (
 	UserPassword Action = "user.password"
 	TokenCreate  Action = "token.create"
 	TokenRevoke  Action = "token.revoke"
+	// UserSignIn is a sign-in with a password while single sign-on is
+	// configured: break-glass, audited and notified.
+	UserSignIn Action = "user.signin"
 )
 
 // Actions on a switch's expiry.
@@ -89,6 +92,18 @@ const (
 	ChannelTest Action = "channel.test"
 )
 
+// Actions on approval policies and change requests.
+const (
+	// PolicyUpdate sets an app's approval policy (admins).
+	PolicyUpdate   Action = "policy.update"
+	RequestCreate  Action = "request.create"
+	RequestUpdate  Action = "request.update"
+	RequestApprove Action = "request.approve"
+	RequestDeny    Action = "request.deny"
+	// ReviewClose closes the review of a break-glass with a note.
+	ReviewClose Action = "review.close"
+)
+
 // FindingAck is a person's acknowledgement of an open finding.
 const FindingAck Action = "finding.ack"
 
@@ -104,12 +119,13 @@ const Drift Action = "drift"
 var Actions = []Action{
 	SwitchCreate, SwitchUpdate, SwitchOn, SwitchOff, SwitchRollback, SwitchRestore, SwitchDelete,
 	LimitCreate, LimitUpdate, LimitOn, LimitOff, LimitDelete,
-	UserCreate, UserUpdate, UserPassword, TokenCreate, TokenRevoke,
+	UserCreate, UserUpdate, UserPassword, UserSignIn, TokenCreate, TokenRevoke,
 	SwitchRenew,
 	RolloutCreate, RolloutPause, RolloutResume, RolloutAbort, RolloutAdvance, RolloutDone, RolloutRevert,
 	TriggerCreate, TriggerUpdate, TriggerDelete, TriggerPause, TriggerResume, TriggerConfirm, TriggerTransition, TriggerLock, TriggerHold,
 	DrillCreate, DrillUpdate, DrillDelete, DrillStart, DrillAbort, DrillFinish, DrillRun,
 	ChannelCreate, ChannelUpdate, ChannelDelete, ChannelTest,
+	PolicyUpdate, RequestCreate, RequestUpdate, RequestApprove, RequestDeny, ReviewClose,
 	FindingAck,
 	RetentionPrune,
 	Drift,

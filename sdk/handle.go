@@ -99,6 +99,9 @@ func (h *Handle) On(ctx context.Context) bool {
 // slowOn answers degraded checks, the first check since the reporter took
 // the read flag, key stickiness and the fallback chain, and counts them.
 func (h *Handle) slowOn(ctx context.Context) bool {
+	if h.sig.verified(ctx) {
+		return true // a degraded run of shadow verification; not counted
+	}
 	s := h.st.Load()
 	if h.idx < len(s.entries) {
 		if e := &s.entries[h.idx]; e.sw != nil {
@@ -138,7 +141,9 @@ func (h *Handle) Fallback(v any) error {
 	if err := json.Unmarshal(e.sw.Fallback, v); err != nil {
 		return err
 	}
-	h.sig.fallbacks.Add(1)
+	if !h.sig.shadowing() { // values of degraded runs (verify.go) are not served
+		h.sig.fallbacks.Add(1)
+	}
 	return nil
 }
 
@@ -169,6 +174,9 @@ func (c *Client) On(ctx context.Context, name string) bool {
 	var sig *switchSignals
 	if i, ok := s.index[name]; ok && i < uint32(len(s.entries)) {
 		if e := &s.entries[i]; e.sw != nil {
+			if s.sigs[i].verified(ctx) {
+				return true
+			}
 			return s.sigs[i].count(e.answer(ctx))
 		}
 		sig = s.sigs[i]

@@ -275,6 +275,22 @@ type MiddlewareOptions struct {
 	// IdempotencyMaxKeys bounds the remembered keys (oldest dropped first).
 	// Default 100,000.
 	IdempotencyMaxKeys int
+	// Verify are L1 and L2 switches the wrapped handlers read, to verify
+	// while they are off (shadow verification): about once per switch's
+	// verify period (default 10s) per instance, a GET or HEAD request
+	// whose live answer is a 2xx JSON document is served again, after the
+	// caller got the live answer, on another goroutine, with the switch on
+	// for that run only and a hard timeout (default 1s); the two answers
+	// are compared by shape (JSON types, key sets, the switch's
+	// required_fields; on a difference the request is served live once
+	// more, and what two live answers disagree on is noise) and the
+	// degraded one is thrown away. Matches,
+	// mismatches, errors, timeouts and the degraded path's latency count
+	// in the switch's fleet signals. Only list switches whose GET and HEAD
+	// handlers have no side effects: they run twice on a sample. Handler
+	// acts on it; guards used through Enter and Exit (sdk/ginx) do not
+	// sample: wrap the call in Verify there.
+	Verify []*Handle
 	// CriticalityHeader names the header carrying a request's criticality.
 	// Default CriticalityHeader ("X-Criticality"); "-" reads none.
 	CriticalityHeader string
@@ -288,11 +304,12 @@ type HTTPGuard struct {
 	opts     MiddlewareOptions
 	resource func(*http.Request) string
 	idem     *dedupe
+	verify   []*Handle
 }
 
 // HTTPGuard returns the guard behind Middleware.
 func (c *Client) HTTPGuard(opts MiddlewareOptions) *HTTPGuard {
-	h := &HTTPGuard{g: c.Guard(opts.Switches...), opts: opts, resource: opts.Resource}
+	h := &HTTPGuard{g: c.Guard(opts.Switches...), opts: opts, resource: opts.Resource, verify: opts.Verify}
 	switch opts.CriticalityHeader {
 	case "":
 	case "-":
@@ -354,22 +371,54 @@ func (h *HTTPGuard) Handler(next http.Handler) http.Handler {
 		if !ok {
 			return
 		}
-		if !en.Holds() {
+		run := h.sampleVerify(r, &en)
+		if !en.Holds() && run == nil {
 			defer en.Exit(true)
 			next.ServeHTTP(w, r)
 			return
 		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		if run != nil {
+			sw.capture = &capBuffer{}
+		}
 		done := false
 		defer func() {
 			if !done {
 				en.Exit(false) // panic
+				if run != nil {
+					run.release()
+				}
 			}
 		}()
 		next.ServeHTTP(sw, r)
 		done = true
 		en.Exit(sw.status < 500)
+		if run != nil {
+			if sw.capture.over {
+				run.release()
+				return
+			}
+			// The clone is taken before the handler returns the request
+			// to the server.
+			go run.shadowHTTP(next, r.Clone(r.Context()), sw.status, sw.capture.Bytes())
+		}
 	})
+}
+
+// sampleVerify takes a shadow-verification sample of the first Verify
+// switch that is due (see MiddlewareOptions.Verify), nil for most
+// requests: those not GET or HEAD, already degraded, or between samples.
+func (h *HTTPGuard) sampleVerify(r *http.Request, en *Entry) *verifyRun {
+	if len(h.verify) == 0 || (r.Method != http.MethodGet && r.Method != http.MethodHead) || en.Level != "" {
+		return nil
+	}
+	now := en.start.UnixNano()
+	for _, s := range h.verify {
+		if run := s.sampleVerify(now); run != nil {
+			return run
+		}
+	}
+	return nil
 }
 
 // Enter guards one request for resource. When it returns false the answer
@@ -543,11 +592,13 @@ func RetryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
 }
 
-// statusWriter records the status code for breaker and adaptive outcomes.
+// statusWriter records the status code for breaker and adaptive outcomes
+// and, on a shadow-verification sample, the live body.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	wrote  bool
+	status  int
+	wrote   bool
+	capture *capBuffer // a copy of the body for shadow verification, or nil
 }
 
 func (s *statusWriter) WriteHeader(code int) {
@@ -559,6 +610,9 @@ func (s *statusWriter) WriteHeader(code int) {
 
 func (s *statusWriter) Write(b []byte) (int, error) {
 	s.wrote = true
+	if s.capture != nil {
+		s.capture.Write(b)
+	}
 	return s.ResponseWriter.Write(b)
 }
 

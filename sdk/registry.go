@@ -8,66 +8,24 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/sdk/ack"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
-// Registry acks. The registry polls the applied revision every
-// debounceMin+rand[0, debounceJitter) and acks it (see acker) once it has
-// been quiet for this ack's delay — debounceMin plus up to ackSpread,
-// drawn when the ack became pending — or once the oldest change it covers
-// waited ackMaxWait plus the same random part. Applying a change wakes
-// nothing (no channel send, no timer reset), and:
-//
-//   - one ack covers every revision applied while it waited, so flips in
-//     quick succession cost an instance one write, not one per flip;
-//   - a fleet's acks of a flip spread over ackSpread: N instances write
-//     about N/ackSpread a second, whatever the number of flips, a budget
-//     that scales with the fleet and keeps applied-by-N/N within 2 s;
-//   - flips that never stop (faster than the delay) still get an ack from
-//     every instance at least every ackMaxWait+ackSpread.
+// The registry polls the applied revision every debounceMin plus up to
+// debounceJitter, and writes it (acks it) when its ack.Schedule says so;
+// a pending ack shortens the poll to its due time. Applying a change wakes
+// nothing (no channel send, no timer reset).
 const (
-	debounceMin    = 250 * time.Millisecond
+	debounceMin    = ack.Quiet
 	debounceJitter = 500 * time.Millisecond
-	ackSpread      = 1500 * time.Millisecond
-	ackMaxWait     = 3 * time.Second
 )
-
-// acker is the ack schedule of one instance; it belongs to the registry
-// goroutine, and time is an argument.
-type acker struct {
-	since time.Time     // when the oldest unacked change was applied; zero: none
-	delay time.Duration // quiet time this ack waits for
-	draw  func(time.Duration) time.Duration
-}
-
-// due returns when to ack the applied revision, given whether it is
-// unacked and when the last change was applied; zero when there is
-// nothing to ack. The first call that finds it unacked draws the delay.
-func (a *acker) due(unacked bool, appliedAt time.Time) time.Time {
-	if !unacked {
-		a.since = time.Time{}
-		return time.Time{}
-	}
-	if a.since.IsZero() {
-		a.since, a.delay = appliedAt, debounceMin+a.draw(ackSpread)
-	}
-	quiet := appliedAt.Add(a.delay)
-	waited := a.since.Add(ackMaxWait + a.delay - debounceMin)
-	if waited.Before(quiet) {
-		return waited
-	}
-	return quiet
-}
-
-// acked records that the ack was written: a change applied since starts
-// a new ack with a new delay.
-func (a *acker) acked() { a.since = time.Time{} }
 
 // registry keeps the lease-bound instance key up to date. It grants a
 // lease and keeps it alive over one long-lived keepalive stream (renewals
 // every LeaseTTL/3); the renewals double as the liveness check behind
 // Stale. After the lease is lost it grants a new one and registers again.
-// The applied revision is written after it changes (see debounceMin), and
+// The applied revision is written after it changes (see ack.Schedule), and
 // fleet-signal reports as reporter.due decides.
 func (c *Client) registry() {
 	defer c.wg.Done()
@@ -89,7 +47,7 @@ func (c *Client) registry() {
 	ackPoll := time.NewTimer(pollPeriod())
 	defer ackPoll.Stop()
 	var acked int64
-	ack := &acker{draw: rand.N[time.Duration]}
+	var sched ack.Schedule
 	rep := c.report
 	// reportTimer wakes the registry when a periodic report is due; the
 	// ack poll also checks for follow-up reports.
@@ -134,8 +92,11 @@ func (c *Client) registry() {
 			rep.failed(now)
 			return
 		}
-		if d.rev != acked {
-			ack.acked()
+		switch {
+		case dirty:
+			sched.Registered()
+		case d.rev != acked:
+			sched.Acked(now)
 		}
 		rep.commit(d, now, d.rev != acked)
 		dirty, acked = false, d.rev
@@ -199,7 +160,7 @@ func (c *Client) registry() {
 				}
 			}
 		case <-ackPoll.C:
-			due := ack.due(c.Revision() != acked, time.Unix(0, c.appliedAt.Load()))
+			due := sched.Due(c.Revision() != acked, time.Unix(0, c.appliedAt.Load()))
 			now := time.Now()
 			ackDue := !due.IsZero() && !now.Before(due)
 			step(ackDue)

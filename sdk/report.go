@@ -101,7 +101,8 @@ func (r *reporter) after(t time.Time) time.Time {
 //
 //   - at once when the registry must (must: a new lease, until its first
 //     write lands), and when a newly applied revision is due for its ack
-//     (ack: 250 ms–1 s after it was applied, see debounceMin); either way
+//     (ack: when its ack.Schedule says so, 250 ms–1.75 s after it was
+//     applied unless changes keep coming); either way
 //     the value carries a report;
 //   - once after an ack, as soon as the degraded or fallback counters of a
 //     switch that the acked changes touched have moved, between
@@ -196,16 +197,17 @@ func (r *reporter) news(now time.Time) bool {
 	return false
 }
 
-// changed: the switch was read and has never been reported, its counters
-// moved, or its last read advanced by readGranularity.
+// changed: the switch was read (or verified) and has never been reported,
+// its counters moved, or its last read advanced by readGranularity.
 func (m *switchMark) changed() bool {
-	return m.seen.LastRead != 0 && (m.sentAt == 0 || m.moved() ||
+	return (m.seen.LastRead != 0 || m.seen.Verify != nil) && (m.sentAt == 0 || m.moved() ||
 		m.seen.LastRead-m.sent.LastRead >= int64(readGranularity/time.Second))
 }
 
+// moved: a counter moved, shadow verification's included.
 func (m *switchMark) moved() bool {
 	return m.seen.Degraded != m.sent.Degraded || m.seen.Fallbacks != m.sent.Fallbacks ||
-		!slices.Equal(m.seen.Latency, m.sent.Latency)
+		!slices.Equal(m.seen.Latency, m.sent.Latency) || !m.seen.Verify.Equal(m.sent.Verify)
 }
 
 // changed: the rule decided something (or its breaker left closed) and

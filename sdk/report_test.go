@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/sdk/ack"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -579,10 +580,10 @@ func TestRegistryAckAndFollowUp(t *testing.T) {
 	// Every write but the follow-up acks a newer revision than the write
 	// before it (the first acks the flip; the registry may confirm a later
 	// revision after its own write).
-	reports := func() (ack instanceWrite, own []instanceWrite) {
+	reports := func() (first instanceWrite, own []instanceWrite) {
 		all := w.all()
 		if len(all) == 0 {
-			return ack, nil
+			return first, nil
 		}
 		for i := 1; i < len(all); i++ {
 			if all[i].inst.AppliedRevision <= all[i-1].inst.AppliedRevision {
@@ -595,16 +596,16 @@ func TestRegistryAckAndFollowUp(t *testing.T) {
 		_, own := reports()
 		return len(own) > 0
 	})
-	ack, own := reports()
+	first, own := reports()
 	follow := own[0]
-	// The ack waits for a quiet spell of debounceMin plus up to ackSpread.
-	if ack.inst.AppliedRevision < rev || ack.inst.Report == nil || ack.at.Sub(flipped) > debounceMin+ackSpread+500*time.Millisecond {
-		t.Fatalf("ack %+v at %v after the flip", ack.inst, ack.at.Sub(flipped))
+	// The ack waits for a quiet spell of ack.Quiet plus up to ack.Spread.
+	if first.inst.AppliedRevision < rev || first.inst.Report == nil || first.at.Sub(flipped) > ack.Quiet+ack.Spread+500*time.Millisecond {
+		t.Fatalf("ack %+v at %v after the flip", first.inst, first.at.Sub(flipped))
 	}
-	if follow.inst.Report.At <= ack.inst.Report.At || follow.inst.Report.Switches["reco"].Degraded <= ack.inst.Report.Switches["reco"].Degraded {
-		t.Errorf("follow-up %+v after ack %+v: want later, with more degraded answers", follow.inst.Report, ack.inst.Report)
+	if follow.inst.Report.At <= first.inst.Report.At || follow.inst.Report.Switches["reco"].Degraded <= first.inst.Report.Switches["reco"].Degraded {
+		t.Errorf("follow-up %+v after ack %+v: want later, with more degraded answers", follow.inst.Report, first.inst.Report)
 	}
-	t.Logf("ack %v, follow-up %v after the flip", ack.at.Sub(flipped), follow.at.Sub(flipped))
+	t.Logf("ack %v, follow-up %v after the flip", first.at.Sub(flipped), follow.at.Sub(flipped))
 	// Past the follow-up window, with the counters still moving, nothing
 	// else is written before the interval.
 	checks := c.report.checks.Load()

@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -32,9 +33,10 @@ const latencyBuckets = 12
 type switchSignals struct {
 	// read is 1 once the switch was checked since the reporter last took
 	// it; accessed with atomic.LoadUint32/StoreUint32 only.
-	read uint32
-	name string
-	_    [cacheLine - 4 - 4 - unsafe.Sizeof("")]byte
+	read   uint32
+	name   string
+	verify atomic.Pointer[verifySignals] // shadow verification (verify.go), nil until first sampled
+	_      [cacheLine - 4 - 4 - unsafe.Sizeof("") - 8]byte
 
 	degraded  stripedCounter // checks answered on
 	fallbacks atomic.Uint64  // L1 values served by Handle.Fallback
@@ -93,9 +95,41 @@ func (s *switchSignals) count(on bool) bool {
 	if on {
 		s.degraded.Add(1)
 	} else if atomic.LoadUint32(&s.read) == 0 {
-		atomic.StoreUint32(&s.read, 1)
+		s.markRead()
 	}
 	return on
+}
+
+// markRead sets the read flag, unless a degraded run of the switch is in
+// flight (verify.go): then every check must keep reaching slowOn. Setting
+// the flag before looking at the runs means a run that starts meanwhile
+// always finds or leaves the flag cleared.
+func (s *switchSignals) markRead() {
+	atomic.StoreUint32(&s.read, 1)
+	if s.shadowing() {
+		atomic.StoreUint32(&s.read, 0)
+	}
+}
+
+// shadowing reports whether a degraded run of the switch is in flight.
+func (s *switchSignals) shadowing() bool {
+	v := s.verify.Load()
+	return v != nil && v.inflight.Load() > 0
+}
+
+// verified reports whether ctx belongs to a degraded run of the switch,
+// which answers on. It costs one atomic load for a switch never sampled.
+func (s *switchSignals) verified(ctx context.Context) bool {
+	return s.shadowing() && verifying(ctx, s)
+}
+
+// verifyState returns the switch's verification state, made on first use.
+func (s *switchSignals) verifyState() *verifySignals {
+	if v := s.verify.Load(); v != nil {
+		return v
+	}
+	s.verify.CompareAndSwap(nil, &verifySignals{})
+	return s.verify.Load()
 }
 
 // takeRead reports whether the switch was checked (not degraded) since
@@ -130,6 +164,9 @@ func latencyBucket(d time.Duration) int {
 // Latency is nil when no degraded request was timed.
 func (s *switchSignals) signal() wire.SwitchSignal {
 	sig := wire.SwitchSignal{Degraded: s.degraded.Load(), Fallbacks: s.fallbacks.Load()}
+	if v := s.verify.Load(); v != nil {
+		sig.Verify = v.signal()
+	}
 	for i := range s.latency {
 		if n := s.latency[i].Load(); n > 0 {
 			if sig.Latency == nil {

@@ -64,7 +64,8 @@ type entry struct {
 	off    bool         // fixed and off: Handle.On's inlined answer
 	source Source
 	basis  uint32
-	seed   uint64 // FNV state after app/name/, for request keys
+	seed   uint64  // FNV state after app/name/, for request keys
+	listed *keySet // the rollout's key lists; nil without lists
 }
 
 // answer decides for this instance or, with key stickiness, for the
@@ -76,8 +77,10 @@ func (e *entry) answer(ctx context.Context) bool {
 	return e.keyOn(ctx)
 }
 
-// keyOn decides for key stickiness: hash the request key, or fall back to
-// the instance decision when the context carries no key.
+// keyOn decides by the request key carried by ctx: its place in the
+// rollout's key lists, else (key stickiness) its hash; a request without
+// a key, or not listed under instance stickiness, gets the instance
+// decision.
 func (e *entry) keyOn(ctx context.Context) bool {
 	if !e.gate {
 		return false
@@ -86,7 +89,94 @@ func (e *entry) keyOn(ctx context.Context) bool {
 	if !ok {
 		return e.on
 	}
-	return wire.FNV(e.seed, k)%Buckets < uint64(e.basis)
+	h := wire.FNV(e.seed, k)
+	if e.listed != nil {
+		if on, ok := e.listed.lookup(h, k); ok {
+			return on
+		}
+	}
+	if !e.keyed {
+		return e.on
+	}
+	return h%Buckets < uint64(e.basis)
+}
+
+// keySet holds a rollout's listed keys in an open-addressing table
+// indexed by each key's rollout hash (the FNV state over app/name/key), so
+// one hash of the request key serves the lists and the percent. A probe
+// reads only hashes, 8 bytes a slot, until one equals the key's.
+type keySet struct {
+	shift  uint     // 64 - log2(len(hashes))
+	hashes []uint64 // hash|1 per slot; 0: empty
+	refs   []int32  // per slot: index into keys, +1, negated for an excluded key
+	keys   []string
+}
+
+// newKeySet builds the set of a rollout's lists, nil when it has none.
+// An excluded key is stored last and wins over the same key included.
+func newKeySet(seed uint64, r wire.Rollout) *keySet {
+	n := len(r.Include) + len(r.Exclude)
+	if n == 0 {
+		return nil
+	}
+	bits := uint(1)
+	for 1<<bits < 2*n { // load factor at most 1/2
+		bits++
+	}
+	s := &keySet{shift: 64 - bits, hashes: make([]uint64, 1<<bits), refs: make([]int32, 1<<bits), keys: make([]string, 0, n)}
+	for _, k := range r.Include {
+		s.put(wire.FNV(seed, k), k, true)
+	}
+	for _, k := range r.Exclude {
+		s.put(wire.FNV(seed, k), k, false)
+	}
+	return s
+}
+
+// slot is where a hash's probe starts (Fibonacci hashing spreads the
+// FNV state's bits over the table).
+func (s *keySet) slot(h uint64) uint64 { return h * 0x9E3779B97F4A7C15 >> s.shift }
+
+func (s *keySet) put(h uint64, k string, in bool) {
+	mask := uint64(len(s.hashes) - 1)
+	for i := s.slot(h); ; i = (i + 1) & mask {
+		if s.hashes[i] == 0 {
+			s.keys = append(s.keys, k)
+			s.hashes[i], s.refs[i] = h|1, int32(len(s.keys))
+		} else if s.hashes[i] != h|1 || s.keys[abs32(s.refs[i])-1] != k {
+			continue
+		}
+		if !in {
+			s.refs[i] = -abs32(s.refs[i])
+		}
+		return
+	}
+}
+
+// lookup finds key k of hash h: listed reports whether a list names it,
+// in whether it is included.
+func (s *keySet) lookup(h uint64, k string) (in, listed bool) {
+	mask := uint64(len(s.hashes) - 1)
+	for i := s.slot(h); ; i = (i + 1) & mask {
+		switch s.hashes[i] {
+		case 0:
+			return false, false
+		case h | 1:
+			if r := s.refs[i]; s.keys[abs32(r)-1] == k {
+				return r > 0, true
+			}
+		}
+	}
+}
+
+// len counts the listed keys.
+func (s *keySet) len() int { return len(s.keys) }
+
+func abs32(v int32) int32 {
+	if v < 0 {
+		return -v
+	}
+	return v
 }
 
 // state is an immutable snapshot of everything the client knows. It is
@@ -140,7 +230,10 @@ func buildEntry(sw *wire.Switch, source Source, instanceID string, match func(se
 	e.keyed = sw.Rollout.Stickiness == wire.StickyKey
 	e.gate = sw.State == wire.StateOn && match(sw.Rollout.Selector)
 	e.on = e.gate && wire.FNV(e.seed, instanceID)%Buckets < uint64(e.basis)
-	e.fixed = !e.keyed || !e.gate
+	if e.gate {
+		e.listed = newKeySet(e.seed, sw.Rollout)
+	}
+	e.fixed = (!e.keyed && e.listed == nil) || !e.gate
 	e.off = e.fixed && !e.on
 	return e
 }

@@ -76,7 +76,7 @@ func TestRevisionNeverAheadOfAnUnappliedEvent(t *testing.T) {
 	}
 	check()
 	// Long enough for the other watches' progress notifications and an
-	// instance ack (debounceMin+debounceJitter) to have come and gone.
+	// instance ack (ack.Quiet+ack.Spread) to have come and gone.
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
 		check()
 	}

@@ -56,6 +56,9 @@ type change struct {
 	// Apply runs inside the transaction and returns the audit target and
 	// the entity before and after (nil when absent).
 	Apply func(tx *gorm.DB) (target string, before, after any, err error)
+	// Pending is the change as a change request would store it, should
+	// the approval policy hold it (nil: it cannot be held as a request).
+	Pending *Pending
 }
 
 // commit runs a change in its own transaction and waits for its
@@ -66,6 +69,13 @@ func (s *Service) commit(ctx context.Context, c change) (Receipt, error) {
 		ob, err = s.record(tx, c)
 		return err
 	})
+	var held *ApprovalRequired
+	if errors.As(err, &held) && c.Pending != nil {
+		// Nothing was applied; the change waits as a request.
+		if herr := s.hold(ctx, c, held); herr != nil {
+			return Receipt{}, herr
+		}
+	}
 	if err != nil {
 		return Receipt{}, err
 	}
@@ -104,6 +114,13 @@ func (s *Service) record(tx *gorm.DB, c change) (*outboxRow, error) {
 	}
 	if err := v.Err(); err != nil {
 		return nil, err
+	}
+	cause, err := s.gate(tx, c, before, after)
+	if err != nil {
+		return nil, err
+	}
+	if cause != "" {
+		c.Actor.Cause = cause + prefixed(" ", c.Actor.Cause)
 	}
 	ev := c.Actor.event(c.Action, target, c.Reason)
 	ev.At, ev.Before, ev.After = s.now(), jsonString(before), jsonString(after)
@@ -196,10 +213,14 @@ type Audited struct {
 	// change it. "" is a global entity, which only admins change.
 	App   string
 	Apply func(tx *gorm.DB) (target string, before, after any, err error)
+	// Pending is the change as a change request would store it, for the
+	// changes the approval policy may hold (creating or changing an
+	// auto-trigger or a drill): see HoldAs.
+	Pending *Pending
 }
 
 func (a Audited) change() change {
-	c := change{Actor: a.Actor, Action: a.Action, Reason: a.Reason, Apply: a.Apply}
+	c := change{Actor: a.Actor, Action: a.Action, Reason: a.Reason, Apply: a.Apply, Pending: a.Pending}
 	if a.App == "" {
 		c.Authorize = func(x Actor) error { return x.mayAdmin("change global settings") }
 	} else {
@@ -236,7 +257,7 @@ func changesBehaviour(before, after any) bool {
 	if !okB || !okA {
 		return true
 	}
-	return b.Level != a.Level || b.State != a.State || b.Rollout != a.Rollout ||
+	return b.Level != a.Level || b.State != a.State || !b.Rollout.Equal(a.Rollout) ||
 		string(b.Fallback) != string(a.Fallback) || b.MaxStaleness != a.MaxStaleness
 }
 

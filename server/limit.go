@@ -212,6 +212,23 @@ func (p *LimitPatch) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MarshalJSON writes the patch as it was sent (UnmarshalJSON's inverse), so
+// a change request stores it exactly.
+func (p LimitPatch) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, len(p.Fields)+3)
+	for k, v := range p.Fields {
+		m[k] = v
+	}
+	if p.Version != nil {
+		m["version"] = *p.Version
+	}
+	m["reason"] = p.Reason
+	if p.Description != nil {
+		m["description"] = *p.Description
+	}
+	return json.Marshal(m)
+}
+
 // immutableLimitFields cannot change through a patch.
 var immutableLimitFields = []string{"app", "resource"}
 

@@ -43,7 +43,7 @@ func (s *Service) CreateLimit(ctx context.Context, a Actor, app string, in Limit
 
 // PatchLimit merges new parameters into a rule.
 func (s *Service) PatchLimit(ctx context.Context, a Actor, app, resource string, p LimitPatch) (*LimitRule, Receipt, error) {
-	return update(ctx, s, limitOp(a, app, resource, audit.LimitUpdate, p.Reason, p.Version), func(r *LimitRule) error {
+	return update(ctx, s, limitOp(a, app, resource, audit.LimitUpdate, p.Reason, p.Version).held(Pending{Kind: "limit.update", Limit: &p}), func(r *LimitRule) error {
 		merged, err := p.merge(r.Wire())
 		if err != nil {
 			return err
@@ -66,7 +66,7 @@ func (s *Service) SetLimitState(ctx context.Context, a Actor, app, resource, sta
 	if t.Rollout != nil {
 		return nil, Receipt{}, invalid("rollout", "does not apply to limit rules")
 	}
-	return update(ctx, s, limitOp(a, app, resource, action, t.Reason, t.Version), func(r *LimitRule) error {
+	return update(ctx, s, limitOp(a, app, resource, action, t.Reason, t.Version).held(Pending{Kind: string(action), Toggle: &t}), func(r *LimitRule) error {
 		r.State = state
 		return nil
 	})
@@ -74,7 +74,7 @@ func (s *Service) SetLimitState(ctx context.Context, a Actor, app, resource, sta
 
 // DeleteLimit deletes a rule; its etcd key is removed by the publisher.
 func (s *Service) DeleteLimit(ctx context.Context, a Actor, app, resource string, c Change) (Receipt, error) {
-	return remove[LimitRule](ctx, s, limitOp(a, app, resource, audit.LimitDelete, c.Reason, c.Version))
+	return remove[LimitRule](ctx, s, limitOp(a, app, resource, audit.LimitDelete, c.Reason, c.Version).held(Pending{Kind: "limit.delete", Change: &c}))
 }
 
 // limitOp is the entityOp of a change of limit rule app/resource.

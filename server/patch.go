@@ -19,6 +19,22 @@ type Patch struct {
 	Fields json.RawMessage
 }
 
+// MarshalJSON writes the patch as it was sent (UnmarshalJSON's inverse),
+// so a change request stores it exactly.
+func (p Patch) MarshalJSON() ([]byte, error) {
+	m := map[string]json.RawMessage{}
+	if len(p.Fields) > 0 {
+		if err := json.Unmarshal(p.Fields, &m); err != nil {
+			return nil, err
+		}
+	}
+	if p.Version != nil {
+		m["version"], _ = json.Marshal(*p.Version)
+	}
+	m["reason"], _ = json.Marshal(p.Reason)
+	return json.Marshal(m)
+}
+
 // UnmarshalJSON splits the bookkeeping members from the fields.
 func (p *Patch) UnmarshalJSON(b []byte) error {
 	var m map[string]json.RawMessage
@@ -58,10 +74,17 @@ func PatchOf(fields map[string]any) Patch {
 // Names reports whether the patch names the top-level member field (with
 // a value or null).
 func (p *Patch) Names(field string) bool {
+	_, ok := p.Member(field)
+	return ok
+}
+
+// Member returns the top-level member field of the patch as written
+// (null included) and whether the patch has it.
+func (p *Patch) Member(field string) (json.RawMessage, bool) {
 	var m map[string]json.RawMessage
 	_ = json.Unmarshal(p.Fields, &m)
-	_, ok := m[field]
-	return ok
+	v, ok := m[field]
+	return v, ok
 }
 
 // Without returns the patch without the top-level members fields.

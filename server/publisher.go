@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -59,10 +60,16 @@ type Publisher struct {
 	published map[entityKey]publication
 	leading   bool
 
-	// runMu serializes Drain and Reconcile (each a leader job of its own):
-	// a drain between the reconciler's etcd read and its database read
-	// would look like drift.
-	runMu sync.Mutex
+	// runMu serializes drains and the reconciler's repairs (each a leader
+	// job of its own): a drain between the reconciler's etcd read and its
+	// database read would look like drift. drains counts the drains begun
+	// and ended (odd while one runs), so the reconciler reads without the
+	// lock — a person's change waits for a drain, never for a full
+	// reconciliation — and reads again under it only when a drain came
+	// between (see Reconcile). reconcileMu serializes reconciliations.
+	runMu       sync.Mutex
+	drains      atomic.Uint64
+	reconcileMu sync.Mutex
 	// retry paces entities whose publish failed (under runMu).
 	retry map[entityKey]entityRetry
 	now   func() time.Time
@@ -217,6 +224,8 @@ const drainBatch = 200
 func (p *Publisher) Drain(ctx context.Context, f Fence) error {
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
+	p.drains.Add(1)
+	defer p.drains.Add(1)
 	return p.drain(ctx, f)
 }
 

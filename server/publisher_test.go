@@ -227,3 +227,65 @@ func TestReconcileKeepsUnencodableValue(t *testing.T) {
 		t.Fatalf("the published key was deleted: %v %v", resp, err)
 	}
 }
+
+// TestReconcileDuringDrains: the reconciler reads etcd and the database
+// without the drains' lock, so a person's change is published during a
+// pass. A drain that comes between its two reads (here, on purpose, right
+// after its etcd read) changes etcd and empties the outbox: taken at face
+// value that is drift, and the pass must read again rather than record
+// it. A key edited by hand in etcd is still repaired.
+func TestReconcileDuringDrains(t *testing.T) {
+	cli := etcdtest.Start(t).Client(t)
+	db := openDB(t, pgtest.NewDatabase(t))
+	ctx := context.Background()
+	kv := &drainBetweenReads{KV: cli}
+	pub := NewPublisher(db, kv, PublisherConfig{Namespace: "default"})
+	svc := NewService(db, nil)
+	_, fence := lead(t, cli)
+	if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "reco", Level: wire.L3, Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Drain(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	flips := 0
+	kv.between = func() {
+		flips++
+		if _, _, err := svc.TurnOn(ctx, admin, "checkout", "reco", Toggle{Reason: "between the reads"}); err != nil {
+			t.Error(err)
+		}
+		if err := pub.Drain(ctx, fence); err != nil {
+			t.Error(err)
+		}
+	}
+	repairs, err := pub.Reconcile(ctx, fence)
+	kv.between = nil
+	if err != nil || len(repairs) > 0 || flips != 1 {
+		t.Fatalf("a change published between the reads (%d): repairs %+v, %v", flips, repairs, err)
+	}
+
+	key := wire.SwitchKey("default", "checkout", "reco")
+	if _, err := cli.Put(ctx, key, `{"hand":"edited"}`); err != nil {
+		t.Fatal(err)
+	}
+	repairs, err = pub.Reconcile(ctx, fence)
+	if err != nil || len(repairs) != 1 || repairs[0].Key != key {
+		t.Fatalf("a hand edit: repairs %+v, %v", repairs, err)
+	}
+}
+
+// drainBetweenReads is etcd with a hook that runs once the reconciler has
+// listed the switches, before it reads the database.
+type drainBetweenReads struct {
+	KV
+	between func()
+}
+
+func (k *drainBetweenReads) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := k.KV.Get(ctx, key, opts...)
+	if fn := k.between; fn != nil && key == wire.KindPrefix("default", wire.KindSwitches) {
+		k.between = nil
+		fn()
+	}
+	return resp, err
+}

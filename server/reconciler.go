@@ -43,14 +43,63 @@ const repairBatch = 100
 // audited in one database transaction, so even a wiped etcd is rebuilt in
 // few round trips. Entities the drain could not publish stay pending; their
 // errors are returned after the pass.
+//
+// The reads run without the lock the drains take, so a person's change is
+// published during a reconciliation rather than after it. Only when they
+// find drift does the reconciler take that lock, and it reads again under
+// it if a drain ran meanwhile (a drain between the two reads would look
+// like drift).
 func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
-	p.runMu.Lock()
-	defer p.runMu.Unlock()
+	p.reconcileMu.Lock()
+	defer p.reconcileMu.Unlock()
 	var ee *entityError
-	drainErr := p.drain(ctx, f)
+	drainErr := p.Drain(ctx, f)
 	if drainErr != nil && !errors.As(drainErr, &ee) {
 		return nil, drainErr
 	}
+	seen := p.drains.Load()
+	todo, err := p.drift(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(todo) == 0 {
+		p.metrics.Reconciles.Inc()
+		return nil, drainErr
+	}
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	if seen%2 == 1 || p.drains.Load() != seen {
+		if todo, err = p.drift(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var done []Repair
+	for len(todo) > 0 {
+		batch := todo[:min(len(todo), repairBatch)]
+		todo = todo[len(batch):]
+		ops := make([]clientv3.Op, len(batch))
+		for i, r := range batch {
+			ops[i] = clientv3.OpDelete(r.Key)
+			if r.After != nil {
+				ops[i] = clientv3.OpPut(r.Key, string(r.After))
+			}
+		}
+		if _, err := p.txn(ctx, f, ops...); err != nil {
+			return done, err
+		}
+		done = append(done, batch...)
+		p.recordDrift(ctx, batch)
+	}
+	p.metrics.Reconciles.Inc()
+	return done, drainErr
+}
+
+// drift compares etcd with the database and returns the repairs that make
+// etcd equal to it, sorted by key: every switch or rule key that is
+// missing or differs, and every key below switches/ and limits/ the
+// database does not know. Keys with a pending outbox row are left to the
+// publisher.
+func (p *Publisher) drift(ctx context.Context) ([]Repair, error) {
 	actual := map[string][]byte{}
 	for _, kind := range []string{wire.KindSwitches, wire.KindLimits} {
 		resp, err := p.kv.Get(ctx, wire.KindPrefix(p.ns, kind), clientv3.WithPrefix())
@@ -79,25 +128,7 @@ func (p *Publisher) Reconcile(ctx context.Context, f Fence) ([]Repair, error) {
 		}
 	}
 	slices.SortFunc(todo, func(a, b Repair) int { return strings.Compare(a.Key, b.Key) })
-	var done []Repair
-	for len(todo) > 0 {
-		batch := todo[:min(len(todo), repairBatch)]
-		todo = todo[len(batch):]
-		ops := make([]clientv3.Op, len(batch))
-		for i, r := range batch {
-			ops[i] = clientv3.OpDelete(r.Key)
-			if r.After != nil {
-				ops[i] = clientv3.OpPut(r.Key, string(r.After))
-			}
-		}
-		if _, err := p.txn(ctx, f, ops...); err != nil {
-			return done, err
-		}
-		done = append(done, batch...)
-		p.recordDrift(ctx, batch)
-	}
-	p.metrics.Reconciles.Inc()
-	return done, drainErr
+	return todo, nil
 }
 
 // desiredAll reads, in one transaction, the value every key should hold and

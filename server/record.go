@@ -87,14 +87,23 @@ type entityOp struct {
 	Action  audit.Action
 	Reason  string
 	Version *int64
+	// Pending is the change as a request would store it (see change).
+	Pending *Pending
 }
 
 // change returns the audited change of op whose write is apply.
 func (op entityOp) change(apply func(tx *gorm.DB) (string, any, any, error)) change {
 	return change{
 		Actor: op.Actor, Action: op.Action, Reason: op.Reason,
-		Publish: entityKey{op.Kind, op.App, op.Name}, Apply: apply,
+		Publish: entityKey{op.Kind, op.App, op.Name}, Apply: apply, Pending: op.Pending,
 	}
+}
+
+// held sets what a change request would store of op's change.
+func (op entityOp) held(p Pending) entityOp {
+	p.App, p.Name = op.App, op.Name
+	op.Pending = &p
+	return op
 }
 
 // stamp sets the bookkeeping of an entity written by op at version v.
@@ -159,13 +168,8 @@ func updateChange[T any, P entity[T]](s *Service, op entityOp, mutate func(P) er
 			return "", nil, nil, err
 		}
 		op.stamp(next.base(), old.Version+1, s.now())
-		res := tx.Model(P(new(T))).Where("id = ? AND version = ?", old.ID, old.Version).
-			Select("*").Omit("id", "created_at").Updates(next)
-		if res.Error != nil {
-			return "", nil, nil, res.Error
-		}
-		if res.RowsAffected == 0 {
-			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
+		if err := UpdateVersioned(tx, P(new(T)), Versioned{ID: old.ID, Version: old.Version, What: cur.Target(), Sent: op.Version}, next); err != nil {
+			return "", nil, nil, err
 		}
 		*out = next
 		return next.Target(), cur.describe(), next.describe(), nil
@@ -183,12 +187,8 @@ func remove[T any, P entity[T]](ctx context.Context, s *Service, op entityOp) (R
 		if err := CheckVersion(op.Version, old.Version); err != nil {
 			return "", nil, nil, err
 		}
-		res := tx.Where("id = ? AND version = ?", old.ID, old.Version).Delete(P(new(T)))
-		if res.Error != nil {
-			return "", nil, nil, res.Error
-		}
-		if res.RowsAffected == 0 {
-			return "", nil, nil, ChangedConcurrently(cur.Target(), op.Version)
+		if err := DeleteVersioned(tx, P(new(T)), Versioned{ID: old.ID, Version: old.Version, What: cur.Target(), Sent: op.Version}); err != nil {
+			return "", nil, nil, err
 		}
 		return cur.Target(), cur.describe(), nil, nil
 	}))

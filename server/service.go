@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"gorm.io/gorm"
@@ -19,6 +20,15 @@ type Service struct {
 	// personChanged run inside the transaction of a person's switch change
 	// (see OnPersonChange).
 	personChanged []func(j *JobTx, c PersonChange) error
+	// approvalHooks run inside the transaction of every approval event
+	// (see OnApproval).
+	approvalHooks []func(tx *gorm.DB, e ApprovalEvent) error
+	// appliers apply the job domains' change requests (OnApplyPending).
+	appliers map[string]func(ctx context.Context, a Actor, p Pending) error
+	// selfApproval lets the author of a change request approve it.
+	selfApproval bool
+	// requestTTL is how long a change request may wait.
+	requestTTL time.Duration
 	// chainOnly appends audit events without the Merkle tree (see
 	// WithoutAuditTree).
 	chainOnly bool
@@ -38,10 +48,26 @@ func WithClock(now func() time.Time) ServiceOption {
 // the tree's cost against. The next append with the tree catches it up.
 func WithoutAuditTree() ServiceOption { return func(s *Service) { s.chainOnly = true } }
 
+// WithSelfApproval lets the author of a change request approve it (off by
+// default: another person must).
+func WithSelfApproval(allowed bool) ServiceOption {
+	return func(s *Service) { s.selfApproval = allowed }
+}
+
+// WithRequestTTL sets how long a change request may wait to be applied
+// (default DefaultRequestTTL).
+func WithRequestTTL(d time.Duration) ServiceOption {
+	return func(s *Service) {
+		if d > 0 {
+			s.requestTTL = d
+		}
+	}
+}
+
 // NewService returns a service on db publishing through pub (nil: changes
 // stay in the outbox for another console's publisher).
 func NewService(db *gorm.DB, pub *Publisher, opts ...ServiceOption) *Service {
-	s := &Service{db: db, pub: pub, now: func() time.Time { return time.Now().UTC() }}
+	s := &Service{db: db, pub: pub, now: func() time.Time { return time.Now().UTC() }, requestTTL: DefaultRequestTTL}
 	for _, o := range opts {
 		o(s)
 	}

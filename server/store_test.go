@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,11 +103,20 @@ func TestSwitchLifecycle(t *testing.T) {
 		if _, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "stale", Version: ptr[int64](1)}); !errors.Is(err, ErrConflict) {
 			t.Fatalf("stale version: %v", err)
 		}
+		// A fallback in a patch replaces the stored one whole: it is the
+		// service's payload, not a document the console merges into.
+		var replace SwitchPatch
+		if err := json.Unmarshal([]byte(`{"reason":"smaller fallback","fallback":{"source":"static"}}`), &replace); err != nil {
+			t.Fatal(err)
+		}
+		if sw, _, err := svc.PatchSwitch(ctx, operator, "checkout", "recommend", replace); err != nil || sw.Fallback != `{"source":"static"}` {
+			t.Fatalf("fallback patched to %s (%v), want it replaced", sw.Fallback, err)
+		}
 		patched, _, err := svc.PatchSwitch(ctx, operator, "checkout", "recommend", SwitchPatch{Reason: "doc", Description: ptr("recommendations"), Level: ptr(wire.L3)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if patched.Level != wire.L3 || patched.Fallback != "" || patched.Description != "recommendations" || patched.Version != 3 {
+		if patched.Level != wire.L3 || patched.Fallback != "" || patched.Description != "recommendations" || patched.Version != 4 {
 			t.Fatalf("patched: %+v", patched)
 		}
 		off, _, err := svc.TurnOff(ctx, operator, "checkout", "recommend", Toggle{Reason: "recovered"})
@@ -128,14 +139,14 @@ func TestSwitchLifecycle(t *testing.T) {
 			t.Fatalf("after delete: %v", err)
 		}
 		all, _, _ := audit.List(ctx, svc.DB(), audit.Filter{Target: "switch/checkout/recommend"})
-		if len(all) != 6 {
-			t.Fatalf("want 6 audit events, got %d", len(all))
+		if len(all) != 7 {
+			t.Fatalf("want 7 audit events, got %d", len(all))
 		}
-		if got := count(t, svc.DB(), "outbox"); got != 6 {
-			t.Fatalf("want 6 outbox rows without a publisher, got %d", got)
+		if got := count(t, svc.DB(), "outbox"); got != 7 {
+			t.Fatalf("want 7 outbox rows without a publisher, got %d", got)
 		}
 		res, err := audit.Verify(ctx, svc.DB())
-		if err != nil || !res.OK() || res.Events != 6 {
+		if err != nil || !res.OK() || res.Events != 7 {
 			t.Fatalf("verify: %+v %v", res, err)
 		}
 	})
@@ -190,6 +201,28 @@ func TestRejectedChangesWriteNothing(t *testing.T) {
 				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{Reason: "r", Rollout: &wire.Rollout{Percent: 5, Selector: "zone"}})
 				return err
 			}, "rollout.selector", nil},
+			{"required field not a JSON pointer", func() error {
+				_, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "a", Level: wire.L1, Fallback: json.RawMessage(`[]`),
+					Verify: &wire.Verify{RequiredFields: []string{"/items", "items/0"}}, Reason: "r"})
+				return err
+			}, "verify.required_fields[1]", nil},
+			{"verify of an L3 switch", func() error {
+				_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "search", SwitchPatch{Reason: "r", Verify: &wire.Verify{}})
+				return err
+			}, "verify", nil},
+			{"key list over the limit", func() error {
+				keys := make([]string, wire.MaxListKeys+1)
+				for i := range keys {
+					keys[i] = fmt.Sprint("tenant-", i)
+				}
+				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{Reason: "r", Rollout: &wire.Rollout{Percent: 5, Include: keys}})
+				return err
+			}, "rollout.include", nil},
+			{"key in include and exclude", func() error {
+				_, _, err := svc.PatchSwitch(ctx, admin, "checkout", "search", SwitchPatch{Reason: "r",
+					Rollout: &wire.Rollout{Percent: 5, Include: []string{"a", "b"}, Exclude: []string{"b"}}})
+				return err
+			}, "rollout.exclude[0]", nil},
 			{"missing reason", func() error {
 				_, _, err := svc.TurnOn(ctx, admin, "checkout", "search", Toggle{})
 				return err
@@ -230,6 +263,55 @@ func TestRejectedChangesWriteNothing(t *testing.T) {
 			t.Fatalf("rejected changes wrote rows: before %v after %v", before, after)
 		}
 	})
+}
+
+// TestSwitchKeyListsAndVerify: key lists are stored sorted without
+// duplicates and published with the rollout; verify settings of an L1
+// switch are stored and published, and dropped by a move to L3.
+func TestSwitchKeyListsAndVerify(t *testing.T) {
+	dialects(t, func(t *testing.T, svc *Service) {
+		ctx := context.Background()
+		verify := &wire.Verify{Every: wire.Duration(30 * time.Second), RequiredFields: []string{"/items/0/sku"}}
+		if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "recs", Level: wire.L1,
+			Fallback: json.RawMessage(`{"items":[]}`), Verify: verify, Reason: "new"}); err != nil {
+			t.Fatal(err)
+		}
+		on, _, err := svc.TurnOn(ctx, admin, "checkout", "recs", Toggle{Reason: "tenants first",
+			Rollout: &wire.Rollout{Percent: 0, Stickiness: wire.StickyKey, Include: []string{"t-2", "t-1", "t-2"}, Exclude: []string{"audit"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := svc.GetSwitch(ctx, "checkout", "recs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := got.Wire()
+		if !slices.Equal(w.Rollout.Include, []string{"t-1", "t-2"}) || !slices.Equal(w.Rollout.Exclude, []string{"audit"}) {
+			t.Errorf("published lists %q / %q", w.Rollout.Include, w.Rollout.Exclude)
+		}
+		if w.Verify == nil || w.Verify.Every != verify.Every || !slices.Equal(w.Verify.RequiredFields, verify.RequiredFields) {
+			t.Errorf("published verify %+v, want %+v", w.Verify, verify)
+		}
+		if _, err := wire.DecodeSwitch([]byte(mustJSONString(t, w))); err != nil {
+			t.Errorf("published value does not decode: %v", err)
+		}
+		l3, _, err := svc.PatchSwitch(ctx, admin, "checkout", "recs", SwitchPatch{Reason: "no fallback any more", Level: ptr(wire.L3), Version: &on.Version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l3.Verify != "" || l3.Wire().Verify != nil {
+			t.Errorf("an L3 switch kept verify settings %q", l3.Verify)
+		}
+	})
+}
+
+func mustJSONString(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func TestLimitRules(t *testing.T) {

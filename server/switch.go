@@ -1,9 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -42,6 +44,9 @@ type Switch struct {
 	RolloutBasis      int // percent × 100
 	RolloutStickiness string
 	RolloutSelector   string
+	RolloutInclude    string // JSON array of request keys, "" for none
+	RolloutExclude    string // JSON array of request keys, "" for none
+	Verify            string // JSON wire.Verify of an L1/L2 switch, "" for the defaults
 	MaxOn             string // Go duration
 	ExpiryPolicy      string
 	ExpiresAt         *time.Time
@@ -64,6 +69,55 @@ func (s *Switch) Rollout() wire.Rollout {
 		Percent:    float64(s.RolloutBasis) / 100,
 		Stickiness: s.RolloutStickiness,
 		Selector:   s.RolloutSelector,
+		Include:    keyList(s.RolloutInclude),
+		Exclude:    keyList(s.RolloutExclude),
+	}
+}
+
+// keyList decodes a stored key list; "" (and anything unreadable, which
+// validate refuses) is none.
+func keyList(stored string) []string {
+	var keys []string
+	if stored != "" {
+		_ = json.Unmarshal([]byte(stored), &keys)
+	}
+	return keys
+}
+
+// storedKeyList is the stored form of a key list: sorted, without
+// duplicates, "" when empty.
+func storedKeyList(keys []string) string {
+	if len(keys) == 0 {
+		return ""
+	}
+	keys = slices.Clone(keys)
+	for i := range keys {
+		keys[i] = strings.TrimSpace(keys[i])
+	}
+	slices.Sort(keys)
+	b, _ := json.Marshal(slices.Compact(keys))
+	return string(b)
+}
+
+// VerifySpec returns the shadow verification settings, nil for the
+// defaults.
+func (s *Switch) VerifySpec() *wire.Verify {
+	if s.Verify == "" {
+		return nil
+	}
+	var v wire.Verify
+	if json.Unmarshal([]byte(s.Verify), &v) != nil {
+		return nil
+	}
+	return &v
+}
+
+// setVerify stores v (nil: the defaults).
+func (s *Switch) setVerify(v *wire.Verify) {
+	s.Verify = ""
+	if v != nil {
+		b, _ := json.Marshal(v)
+		s.Verify = string(b)
 	}
 }
 
@@ -80,6 +134,7 @@ func (s *Switch) setRollout(r wire.Rollout) error {
 		s.RolloutStickiness = wire.StickyInstance
 	}
 	s.RolloutSelector = strings.TrimSpace(r.Selector)
+	s.RolloutInclude, s.RolloutExclude = storedKeyList(r.Include), storedKeyList(r.Exclude)
 	return nil
 }
 
@@ -131,6 +186,7 @@ func (s *Switch) Wire() *wire.Switch {
 	if d, err := ParseDuration(s.MaxStaleness); err == nil {
 		w.MaxStaleness = wire.Duration(d)
 	}
+	w.Verify = s.VerifySpec()
 	return w
 }
 
@@ -145,6 +201,7 @@ type SwitchView struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback,omitempty"`
 	MaxStaleness string          `json:"max_staleness,omitempty"`
+	Verify       *wire.Verify    `json:"verify,omitempty"`
 	State        string          `json:"state"`
 	Rollout      wire.Rollout    `json:"rollout"`
 	MaxOn        string          `json:"max_on"`
@@ -163,7 +220,7 @@ func (s *Switch) View() SwitchView {
 	v := SwitchView{
 		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
 		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: CanonicalDuration(s.MaxStaleness), State: s.State, Rollout: s.Rollout(),
+		MaxStaleness: CanonicalDuration(s.MaxStaleness), Verify: s.VerifySpec(), State: s.State, Rollout: s.Rollout(),
 		MaxOn: CanonicalDuration(s.MaxOn), ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
 		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
 		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
@@ -183,6 +240,7 @@ type SwitchInput struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback"`
 	MaxStaleness string          `json:"max_staleness"`
+	Verify       *wire.Verify    `json:"verify"`
 	Rollout      *wire.Rollout   `json:"rollout"`
 	MaxOn        string          `json:"max_on"`
 	ExpiryPolicy string          `json:"expiry_policy"`
@@ -203,6 +261,7 @@ type SwitchPatch struct {
 	Runbook      *string          `json:"runbook"`
 	Fallback     *json.RawMessage `json:"fallback"`
 	MaxStaleness *string          `json:"max_staleness"`
+	Verify       *wire.Verify     `json:"verify"`
 	Rollout      *wire.Rollout    `json:"rollout"`
 	MaxOn        *string          `json:"max_on"`
 	ExpiryPolicy *string          `json:"expiry_policy"`
@@ -227,7 +286,7 @@ func (p *SwitchPatch) patch() Patch {
 	}
 	return PatchOf(map[string]any{
 		"level": p.Level, "description": p.Description, "owner": p.Owner, "runbook": p.Runbook,
-		"fallback": p.Fallback, "max_staleness": p.MaxStaleness, "rollout": p.Rollout,
+		"fallback": p.Fallback, "max_staleness": p.MaxStaleness, "verify": p.Verify, "rollout": p.Rollout,
 		"max_on": p.MaxOn, "expiry_policy": p.ExpiryPolicy,
 	})
 }
@@ -255,6 +314,7 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 		RolloutBasis: defaultRolloutBasis, RolloutStickiness: wire.StickyInstance,
 	}
 	s.Fallback = fallbackString(in.Fallback)
+	s.setVerify(in.Verify)
 	if in.Rollout != nil {
 		if err := s.setRollout(*in.Rollout); err != nil {
 			return nil, err
@@ -274,7 +334,7 @@ func (s *Switch) fields() SwitchInput {
 	r := s.Rollout()
 	in := SwitchInput{
 		Level: s.Level, Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: s.MaxStaleness, Rollout: &r, MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy,
+		MaxStaleness: s.MaxStaleness, Verify: s.VerifySpec(), Rollout: &r, MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy,
 	}
 	if s.Fallback != "" {
 		in.Fallback = json.RawMessage(s.Fallback)
@@ -291,6 +351,15 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	if mp.Names("name") {
 		v.Add("name", "cannot be changed; create a switch with the new name and delete this one")
 	}
+	// The fallback is the service's payload, opaque to the console: a
+	// patch naming it replaces it whole (null removes it) rather than
+	// merging into it member by member.
+	if raw, ok := mp.Member("fallback"); ok {
+		in.Fallback = nil
+		if !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			in.Fallback = raw
+		}
+	}
 	// Per-level fields do not outlive a level change.
 	if in.Level != wire.L1 && !mp.Names("fallback") {
 		in.Fallback = nil
@@ -298,12 +367,17 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	if in.Level != wire.L2 && !mp.Names("max_staleness") {
 		in.MaxStaleness = ""
 	}
+	if in.Level != wire.L1 && in.Level != wire.L2 && !mp.Names("verify") {
+		in.Verify = nil
+	}
 	rollout := in.Rollout
 	in.Rollout = nil
 	next, _ := newSwitch(s.App, &in) // without a rollout it cannot fail
 	s.Level, s.Description, s.Owner, s.Runbook = next.Level, next.Description, next.Owner, next.Runbook
 	s.Fallback, s.MaxStaleness, s.MaxOn, s.ExpiryPolicy = next.Fallback, next.MaxStaleness, next.MaxOn, next.ExpiryPolicy
+	s.Verify = next.Verify
 	s.RolloutBasis, s.RolloutStickiness, s.RolloutSelector = next.RolloutBasis, next.RolloutStickiness, next.RolloutSelector
+	s.RolloutInclude, s.RolloutExclude = next.RolloutInclude, next.RolloutExclude
 	if rollout != nil {
 		v.AddErr("", s.setRollout(*rollout))
 	}
@@ -358,6 +432,17 @@ func (s *Switch) validate() error {
 		v.Add("max_staleness", `must be a positive duration such as "30s"`)
 	}
 	v.AddErr("rollout", s.Rollout().Validate())
+	if s.Verify != "" {
+		var spec wire.Verify
+		switch {
+		case json.Unmarshal([]byte(s.Verify), &spec) != nil:
+			v.Add("verify", "must be an object")
+		case s.Level.Valid() && s.Level != wire.L1 && s.Level != wire.L2:
+			v.Add("verify", "is only allowed for levels L1 and L2 (only a fallback or stale answer has a shape to verify)")
+		default:
+			v.AddErr("verify", spec.Validate())
+		}
+	}
 	if d, err := ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {
 		v.Add("max_on", `must be a duration between 1m and 366d (8784h), such as "24h" or "7d"`)
 	}

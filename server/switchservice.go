@@ -38,7 +38,7 @@ func (s *Service) CreateSwitch(ctx context.Context, a Actor, app string, in Swit
 
 // PatchSwitch changes descriptive and per-level fields.
 func (s *Service) PatchSwitch(ctx context.Context, a Actor, app, name string, p SwitchPatch) (*Switch, Receipt, error) {
-	return update(ctx, s, switchOp(a, app, name, audit.SwitchUpdate, p.Reason, p.Version), p.apply)
+	return update(ctx, s, switchOp(a, app, name, audit.SwitchUpdate, p.Reason, p.Version).held(Pending{Kind: "switch.update", Switch: &p}), p.apply)
 }
 
 // TurnOn puts a switch on, optionally with a new rollout. Turning on an
@@ -50,7 +50,7 @@ func (s *Service) TurnOn(ctx context.Context, a Actor, app, name string, t Toggl
 }
 
 func (s *Service) turnOnChange(a Actor, app, name string, t Toggle) (change, **Switch, error) {
-	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOn, t.Reason, t.Version), func(sw *Switch) error {
+	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOn, t.Reason, t.Version).held(Pending{Kind: "switch.on", Toggle: &t}), func(sw *Switch) error {
 		if t.Rollout != nil {
 			if err := sw.setRollout(*t.Rollout); err != nil {
 				return err
@@ -72,7 +72,7 @@ func (s *Service) turnOffChange(a Actor, app, name string, t Toggle) (change, **
 	if t.Rollout != nil {
 		return change{}, nil, invalid("rollout", "is only accepted when turning a switch on")
 	}
-	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOff, t.Reason, t.Version), func(sw *Switch) error {
+	c, out := updateChange[Switch](s, switchOp(a, app, name, audit.SwitchOff, t.Reason, t.Version).held(Pending{Kind: "switch.off", Toggle: &t}), func(sw *Switch) error {
 		sw.turnOff()
 		return nil
 	})
@@ -132,5 +132,5 @@ func commitBuilt[P any](ctx context.Context, s *Service, c change, out *P, err e
 
 // DeleteSwitch deletes a switch; its etcd key is removed by the publisher.
 func (s *Service) DeleteSwitch(ctx context.Context, a Actor, app, name string, c Change) (Receipt, error) {
-	return remove[Switch](ctx, s, switchOp(a, app, name, audit.SwitchDelete, c.Reason, c.Version))
+	return remove[Switch](ctx, s, switchOp(a, app, name, audit.SwitchDelete, c.Reason, c.Version).held(Pending{Kind: "switch.delete", Change: &c}))
 }

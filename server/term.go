@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/switchyard-io/switchyard/audit"
 )
@@ -158,14 +159,19 @@ func (s *Service) inTerm(ctx context.Context, t Term, fn func(j *JobTx) error, l
 		if err := fn(j); err != nil {
 			return err
 		}
-		// The term is checked last, so the row lock is held only for the
-		// commit: a claim by a new leader either commits first (and this
-		// fails) or waits for this commit (and its jobs see it).
-		res := tx.Model(&termRow{}).Where("id = 1 AND term = ?", t.Rev).Update("term", t.Rev)
-		if res.Error != nil {
-			return res.Error
+		// The term is checked last, under a share lock on its row held
+		// only for the commit: a claim by a new leader either commits
+		// first (and this fails) or waits for this commit (and its jobs
+		// see it). Job transactions share the lock, so they never queue
+		// behind one another's commits — the publisher's, which a
+		// person's change waits for, least of all. (SQLite runs one
+		// transaction at a time and needs no lock.)
+		var cur []termRow
+		err := tx.Clauses(clause.Locking{Strength: clause.LockingStrengthShare}).Where("id = 1 AND term = ?", t.Rev).Find(&cur).Error
+		if err != nil {
+			return err
 		}
-		if res.RowsAffected == 0 {
+		if len(cur) == 0 {
 			return fmt.Errorf("%w: term %d is over", ErrNotLeader, t.Rev)
 		}
 		obs = j.obs

@@ -28,11 +28,19 @@ const (
 
 // User is a person who signs in to the web console.
 type User struct {
-	ID                int64      `gorm:"primaryKey" json:"id"`
-	Username          string     `json:"username"`
-	PasswordHash      string     `json:"-"`
-	Role              Role       `json:"role"`
-	Apps              string     `json:"-"`
+	ID           int64  `gorm:"primaryKey" json:"id"`
+	Username     string `json:"username"`
+	PasswordHash string `json:"-"`
+	Role         Role   `json:"role"`
+	Apps         string `json:"-"`
+	// Source is how the user signs in: UserLocal (password) or UserSSO
+	// (the identity provider; no password, role and grants from the
+	// mapping rules at every sign-in).
+	Source string `json:"source"`
+	// Subject is "<issuer> <sub>" of a single sign-on user (nil: local).
+	Subject *string `json:"-"`
+	// Email is set only when the identity provider verified it.
+	Email             string     `json:"email,omitempty"`
 	DisabledAt        *time.Time `json:"disabled_at,omitempty"`
 	PasswordChangedAt time.Time  `json:"password_changed_at"`
 	CreatedBy         string     `json:"created_by"`
@@ -53,6 +61,12 @@ func (u *User) Grants() []string {
 	}
 	return strings.Split(u.Apps, ",")
 }
+
+// How users sign in (User.Source).
+const (
+	UserLocal = "local"
+	UserSSO   = "sso"
+)
 
 // Disabled reports whether the user may no longer sign in.
 func (u *User) Disabled() bool { return u.DisabledAt != nil }
@@ -197,7 +211,7 @@ func (s *Service) newUser(name, password string, role Role, apps []string, by st
 	}
 	now := s.now()
 	return &User{
-		Username: name, PasswordHash: hash, Role: role, Apps: strings.Join(apps, ","),
+		Username: name, PasswordHash: hash, Role: role, Apps: strings.Join(apps, ","), Source: UserLocal,
 		PasswordChangedAt: now, CreatedBy: by, CreatedAt: now, UpdatedAt: now,
 	}, nil
 }
@@ -263,6 +277,9 @@ func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p Us
 		validateGrants(&v, next.Role, next.Grants())
 		if p.Password != nil {
 			validatePassword(&v, *p.Password)
+			if cur.Source == UserSSO {
+				v.Add("password", "this user signs in through single sign-on and has no password")
+			}
 		}
 		if p.Disabled != nil {
 			switch {
@@ -310,6 +327,11 @@ func (s *Service) SignIn(ctx context.Context, username, password string) (*User,
 		return nil, ErrUnauthorized
 	case err != nil:
 		return nil, unavailable(err)
+	}
+	if u.Source == UserSSO {
+		// No password to check: burn the same time as a wrong one.
+		_ = bcrypt.CompareHashAndPassword([]byte(dummyHash), prehash(password))
+		return nil, ErrUnauthorized
 	}
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), prehash(password)) != nil || u.Disabled() {
 		return nil, ErrUnauthorized

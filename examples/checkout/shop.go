@@ -43,6 +43,9 @@ type shop struct {
 	recommendations *sdk.Handle
 	reviews         *sdk.Handle
 	guard           func(http.Handler) http.Handler
+	// pageGuard is guard for the product page, which also verifies the
+	// recommendations fallback while the switch is off.
+	pageGuard func(http.Handler) http.Handler
 
 	mu     sync.Mutex
 	orders map[string]Order
@@ -62,17 +65,20 @@ func newShop(c *sdk.Client, log *slog.Logger) *shop {
 	// Every request passes the SDK middleware: limit rules published for
 	// its route ("POST /orders", "GET /products/{id}"), and the L4/L5
 	// switches for writes.
-	s.guard = c.Middleware(sdk.MiddlewareOptions{
-		Switches: []*sdk.Handle{c.Switch(SwitchOrdersReadOnly), c.Switch(SwitchOrdersQueue)},
-		Enqueuer: s,
-	})
+	guarded := []*sdk.Handle{c.Switch(SwitchOrdersReadOnly), c.Switch(SwitchOrdersQueue)}
+	s.guard = c.Middleware(sdk.MiddlewareOptions{Switches: guarded, Enqueuer: s})
+	// The product page has no side effects, so while the recommendations
+	// switch is off the SDK may serve a sampled page a second time with
+	// the fallback and check it still has the live page's shape (shadow
+	// verification; the outcome shows on the switch's console page).
+	s.pageGuard = c.Middleware(sdk.MiddlewareOptions{Switches: guarded, Verify: []*sdk.Handle{s.recommendations}})
 	return s
 }
 
 // Handler is the demo's HTTP API.
 func (s *shop) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /products/{id}", s.guard(http.HandlerFunc(s.product)))
+	mux.Handle("GET /products/{id}", s.pageGuard(http.HandlerFunc(s.product)))
 	mux.Handle("GET /orders", s.guard(http.HandlerFunc(s.listOrders)))
 	mux.Handle("POST /orders", s.guard(http.HandlerFunc(s.createOrder)))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })

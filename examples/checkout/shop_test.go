@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -71,7 +72,7 @@ func TestDegradationsFromTheConsole(t *testing.T) {
 	api.call("POST", "/switches/recommendations/on", `{"reason":"recommender timing out"}`)
 	api.call("POST", "/switches", `{"name":"reviews","level":"L3","reason":"reviews db hot"}`)
 	api.call("POST", "/switches/reviews/on", `{"reason":"reviews db hot"}`)
-	eventually(t, "L1 fallback and L3 off", func() bool {
+	servertest.Eventually(t, 5*time.Second, "L1 fallback and L3 off", func() bool {
 		p := getJSON[map[string]any](t, demo.URL+"/products/p1")
 		recs, _ := p["recommendations"].([]any)
 		return p["recommendations_source"] == "fallback" && len(recs) == 1 && recs[0] == "bestsellers" && p["reviews"] == nil
@@ -80,7 +81,7 @@ func TestDegradationsFromTheConsole(t *testing.T) {
 	// L4: order writes fail explicitly, reads keep working.
 	api.call("POST", "/switches", `{"name":"orders-read-only","level":"L4","reason":"db failover"}`)
 	api.call("POST", "/switches/orders-read-only/on", `{"reason":"db failover"}`)
-	eventually(t, "L4 refuses writes", func() bool {
+	servertest.Eventually(t, 5*time.Second, "L4 refuses writes", func() bool {
 		return post(t, demo.URL+"/orders", `{"id":"o2","item":"laces","count":1}`, "").StatusCode == http.StatusServiceUnavailable
 	})
 	if orders := getJSON[[]Order](t, demo.URL+"/orders"); len(orders) != 1 || orders[0].ID != "o1" {
@@ -91,7 +92,7 @@ func TestDegradationsFromTheConsole(t *testing.T) {
 	api.call("POST", "/switches/orders-read-only/off", `{"reason":"failover done, queue instead"}`)
 	api.call("POST", "/switches", `{"name":"orders-queue","level":"L5","reason":"db maintenance"}`)
 	api.call("POST", "/switches/orders-queue/on", `{"reason":"db maintenance"}`)
-	eventually(t, "L5 queues writes", func() bool {
+	servertest.Eventually(t, 5*time.Second, "L5 queues writes", func() bool {
 		return post(t, demo.URL+"/orders", `{"item":"laces","count":1}`, "o3").StatusCode == http.StatusAccepted
 	})
 	if res := post(t, demo.URL+"/orders", `{"item":"laces","count":1}`, "o3"); res.StatusCode != http.StatusAccepted {
@@ -100,7 +101,7 @@ func TestDegradationsFromTheConsole(t *testing.T) {
 	if res := post(t, demo.URL+"/orders", `{"item":"laces","count":0}`, "o4"); res.StatusCode != http.StatusBadRequest {
 		t.Fatalf("malformed queued order: %d, want 400", res.StatusCode)
 	}
-	eventually(t, "the queued order applied once", func() bool {
+	servertest.Eventually(t, 5*time.Second, "the queued order applied once", func() bool {
 		orders := getJSON[[]Order](t, demo.URL+"/orders")
 		return len(orders) == 2 && orders[1].ID == "o3" && orders[1].Queued
 	})
@@ -108,7 +109,7 @@ func TestDegradationsFromTheConsole(t *testing.T) {
 	// A limit rule on the route: 429 with Retry-After past the burst.
 	api.call("POST", "/switches/orders-queue/off", `{"reason":"maintenance over"}`)
 	api.call("POST", "/limits", `{"resource":"GET /products/{id}","kind":"token_bucket","rate":0.5,"burst":2,"reason":"protect the catalog"}`)
-	eventually(t, "the limit rule applies", func() bool {
+	servertest.Eventually(t, 5*time.Second, "the limit rule applies", func() bool {
 		res := get(t, demo.URL+"/products/p1")
 		return res.StatusCode == http.StatusTooManyRequests && res.Header.Get("Retry-After") != ""
 	})
@@ -178,16 +179,4 @@ func post(t *testing.T, url, body, idempotencyKey string) *http.Response {
 	io.Copy(io.Discard, res.Body)
 	res.Body.Close()
 	return res
-}
-
-// eventually polls cond for up to 5 s: a published change reaches the SDK
-// in milliseconds, the margin is for a loaded machine.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within 5 s", what)
 }

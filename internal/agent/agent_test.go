@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -61,18 +62,6 @@ func get(t *testing.T, url string, v any) *http.Response {
 	return resp
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func put(t *testing.T, cli *clientv3.Client, key string, v any) {
 	t.Helper()
 	b, err := json.Marshal(v)
@@ -101,7 +90,7 @@ func TestSwitchFlipReachesAgent(t *testing.T) {
 	url := start(t, etcd.Endpoint)
 
 	var ans switchAnswer
-	eventually(t, "the off switch", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the off switch", func() bool {
 		get(t, url+"/v1/switches/recommend", &ans)
 		return ans.Source == "live"
 	})
@@ -110,7 +99,7 @@ func TestSwitchFlipReachesAgent(t *testing.T) {
 	}
 	sw.State, sw.Version = wire.StateOn, 2
 	putSwitch(t, cli, sw)
-	eventually(t, "the flip", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the flip", func() bool {
 		get(t, url+"/v1/switches/recommend", &ans)
 		return ans.On
 	})
@@ -125,7 +114,7 @@ func TestSwitchFlipReachesAgent(t *testing.T) {
 		Revision int64           `json:"revision"`
 		Switches []switchSummary `json:"switches"`
 	}
-	eventually(t, "the listing", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the listing", func() bool {
 		get(t, url+"/v1/switches", &list)
 		return len(list.Switches) == 2
 	})
@@ -152,7 +141,7 @@ func TestPerKeyRollout(t *testing.T) {
 		Rollout: wire.Rollout{Percent: 30, Stickiness: wire.StickyKey}, Version: 1})
 	url := start(t, etcd.Endpoint)
 	var ans switchAnswer
-	eventually(t, "the switch", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the switch", func() bool {
 		get(t, url+"/v1/switches/new-pricing", &ans)
 		return ans.Source == "live"
 	})
@@ -205,7 +194,7 @@ func TestLimits(t *testing.T) {
 	url := start(t, etcd.Endpoint)
 
 	var got wire.LimitRule
-	eventually(t, "the rule", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the rule", func() bool {
 		return get(t, url+"/v1/limits/POST%20%2Forders", &got).StatusCode == http.StatusOK
 	})
 	if got.Resource != "POST /orders" || got.Rate != 100 || got.Burst != 10 || got.Version != 3 {
@@ -249,7 +238,7 @@ func TestReadiness(t *testing.T) {
 	putSwitch(t, etcd.Client(t), wire.Switch{App: app, Name: "recommend", Level: wire.L3, State: wire.StateOn,
 		Rollout: wire.Rollout{Percent: 100}, Version: 1})
 	url = start(t, etcd.Endpoint)
-	eventually(t, "ready", func() bool {
+	servertest.Eventually(t, 10*time.Second, "ready", func() bool {
 		return get(t, url+"/readyz", &rd).StatusCode == http.StatusOK
 	})
 	if !rd.Ready || !rd.Live || rd.Revision == 0 {
@@ -274,13 +263,13 @@ func TestEtcdDownReportsStale(t *testing.T) {
 		Rollout: wire.Rollout{Percent: 100}, Version: 1})
 	url := start(t, etcd.Endpoint)
 	var rd readiness
-	eventually(t, "live", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live", func() bool {
 		get(t, url+"/readyz", &rd)
 		return rd.Live && !rd.Stale
 	})
 
 	etcd.Stop()
-	eventually(t, "stale", func() bool {
+	servertest.Eventually(t, 10*time.Second, "stale", func() bool {
 		get(t, url+"/readyz", &rd)
 		return rd.Stale
 	})
@@ -298,7 +287,7 @@ func TestEtcdDownReportsStale(t *testing.T) {
 	}
 
 	etcd.Restart()
-	eventually(t, "live again", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live again", func() bool {
 		get(t, url+"/v1/switches/recommend", &ans)
 		return ans.Source == "live"
 	})

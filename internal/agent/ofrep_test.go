@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
@@ -107,7 +108,7 @@ func TestOFREPSingle(t *testing.T) {
 	}
 	_, url := startOFREP(t, nil, nil, nil, etcd.Endpoint)
 	flag := func(k string) string { return url + "/ofrep/v1/evaluate/flags/" + k }
-	eventually(t, "live data", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live data", func() bool {
 		resp, ans := post(t, flag("recommend"), nil)
 		return resp.StatusCode == 200 && ans.Metadata["source"] == "live"
 	})
@@ -244,7 +245,7 @@ func TestOFREPBulk(t *testing.T) {
 
 	var resp *http.Response
 	var ans ofrepAnswer
-	eventually(t, "both switches", func() bool {
+	servertest.Eventually(t, 10*time.Second, "both switches", func() bool {
 		resp, ans = post(t, bulk, keyBody("user-1"))
 		return len(ans.Flags) == 3
 	})
@@ -295,7 +296,7 @@ func TestOFREPBulk(t *testing.T) {
 	// A change of a switch changes the ETag; the old one no longer matches.
 	sw.State, sw.Version = wire.StateOn, 2
 	putSwitch(t, cli, sw)
-	eventually(t, "the flip", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the flip", func() bool {
 		resp, _ = post(t, bulk, keyBody("user-1"), "If-None-Match", etag)
 		return resp.StatusCode == 200
 	})
@@ -365,7 +366,7 @@ func TestOFREPMetrics(t *testing.T) {
 	putSwitch(t, etcd.Client(t), wire.Switch{App: app, Name: "everyone", Level: wire.L1, State: wire.StateOn,
 		Rollout: wire.Rollout{Percent: 100}, Fallback: json.RawMessage(`[]`), Version: 1})
 	a, url := startOFREP(t, nil, nil, nil, etcd.Endpoint)
-	eventually(t, "live data", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live data", func() bool {
 		resp, _ := post(t, url+"/ofrep/v1/evaluate/flags/everyone", nil)
 		return resp.StatusCode == 200
 	})
@@ -401,14 +402,14 @@ func TestOFREPStale(t *testing.T) {
 	_, url := startOFREP(t, nil, nil, nil, etcd.Endpoint)
 	flag := url + "/ofrep/v1/evaluate/flags/recommend"
 	var ans ofrepAnswer
-	eventually(t, "live", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live", func() bool {
 		_, ans = post(t, flag, nil)
 		return ans.Metadata["source"] == "live"
 	})
 	live, _ := post(t, url+"/ofrep/v1/evaluate/flags", nil)
 
 	etcd.Stop()
-	eventually(t, "stale", func() bool {
+	servertest.Eventually(t, 10*time.Second, "stale", func() bool {
 		_, ans = post(t, flag, nil)
 		return ans.Metadata["source"] == "stale"
 	})
@@ -420,7 +421,7 @@ func TestOFREPStale(t *testing.T) {
 	}
 
 	etcd.Restart()
-	eventually(t, "live again", func() bool {
+	servertest.Eventually(t, 10*time.Second, "live again", func() bool {
 		_, ans = post(t, flag, nil)
 		return ans.Metadata["source"] == "live"
 	})

@@ -1,8 +1,12 @@
 // Package fleetsim simulates a fleet of SDK instances against etcd without
 // running SDKs: each instance reports as the SDK does (every 10–12 s, only
 // the entries that changed; acks on the SDK's schedule), through a few
-// shared etcd connections. server/fleet's BenchmarkScale and the console's
-// soak test (server/console TestSoak) drive it.
+// shared etcd connections. An instance acks on the SDK's own schedule
+// (sdk/ack), and, as in the SDK, every write of its key carries its
+// applied revision and restarts its report interval: an ack is the report
+// of its interval, and a report acks what it carries. server/fleet's
+// BenchmarkScale and the console's soak test (server/console TestSoak)
+// drive it.
 package fleetsim
 
 import (
@@ -16,6 +20,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/sdk/ack"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -36,34 +41,38 @@ type Fleet struct {
 	mu       sync.Mutex
 	rotation []int // per instance: next switch whose last read to refresh
 	ackMu    sync.Mutex
-	acks     []simAck // per instance
+	acks     []simAck        // per instance
+	written  []chan struct{} // per instance: an ack was written, the report interval restarts
 }
 
-// simAck is an instance's pending ack: the last change applied, the
-// oldest one not acked (zero: none) and the delay drawn for it.
+// simAck is an instance's ack state.
 type simAck struct {
-	last, since time.Time
-	delay       time.Duration
+	sched   ack.Schedule
+	applied time.Time // when it last applied a change
+	acked   int64     // the revision its key carries
+	armed   bool      // a timer will look at sched
 }
 
 // New makes n instances reading switches sw-0000…, each answering
 // degraded of them degraded, writing through clients (instance i through
 // clients[i % len(clients)]).
 func New(n, switches, degraded int, clients []*clientv3.Client) *Fleet {
-	f := &Fleet{switches: switches, degraded: degraded, clients: clients, applied: make([]atomic.Int64, n), started: time.Now(), rotation: make([]int, n), acks: make([]simAck, n)}
+	f := &Fleet{switches: switches, degraded: degraded, clients: clients, applied: make([]atomic.Int64, n), started: time.Now(),
+		rotation: make([]int, n), acks: make([]simAck, n), written: make([]chan struct{}, n)}
 	for i := 0; i < n; i++ {
 		f.ids = append(f.ids, fmt.Sprintf("checkout-%05d", i))
+		f.written[i] = make(chan struct{}, 1)
 	}
 	return f
 }
 
-// value is instance i's key value with a report of the given entries; an
-// ack carries no report.
-func (f *Fleet) value(i int, full, ack bool) []byte {
+// value is instance i's key value, acking rev, with a report of the given
+// entries; an ack carries no report.
+func (f *Fleet) value(i int, rev int64, full, ackOnly bool) []byte {
 	now := time.Now().Unix()
-	if ack {
+	if ackOnly {
 		b, _ := json.Marshal(wire.Instance{
-			App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: f.applied[i].Load(),
+			App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: rev,
 			StartedAt: f.started, ReportInterval: wire.Duration(10 * time.Second),
 		})
 		return b
@@ -91,22 +100,30 @@ func (f *Fleet) value(i int, full, ack bool) []byte {
 	}
 	f.mu.Unlock()
 	b, _ := json.Marshal(wire.Instance{
-		App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: f.applied[i].Load(),
+		App: "checkout", InstanceID: f.ids[i], SDKVersion: "sim", AppliedRevision: rev,
 		StartedAt: f.started, ReportInterval: wire.Duration(10 * time.Second), Report: r,
 	})
 	return b
 }
 
-// put writes instance i's key and reports whether etcd took it.
-func (f *Fleet) put(ctx context.Context, i int, full, ack bool) bool {
+// put writes instance i's key and reports whether etcd took it. The
+// write acks the revision it carries.
+func (f *Fleet) put(ctx context.Context, i int, full, ackOnly bool) bool {
 	c := i % len(f.clients)
-	v := f.value(i, full, ack)
+	rev := f.applied[i].Load()
+	v := f.value(i, rev, full, ackOnly)
 	if _, err := f.clients[c].Put(ctx, wire.InstanceKey("default", "checkout", f.ids[i]), string(v), clientv3.WithLease(f.leases[c])); err != nil {
 		f.failed.Add(1)
 		return false
 	}
 	f.puts.Add(1)
 	f.bytes.Add(int64(len(v)))
+	f.ackMu.Lock()
+	if a := &f.acks[i]; rev > a.acked {
+		a.acked = rev
+		a.sched.Acked(time.Now())
+	}
+	f.ackMu.Unlock()
 	return true
 }
 
@@ -150,44 +167,40 @@ func (f *Fleet) parallel(ctx context.Context, workers int, fn func(i int)) {
 	wg.Wait()
 }
 
-// The SDK's ack schedule (sdk/registry.go, acker), which the simulated
-// instances follow: an ack once the applied revision has been quiet for
-// ackMin plus up to ackSpread (drawn once per ack), or ackMaxWait plus the
-// same random part after the oldest change it covers.
-const (
-	ackMin     = 250 * time.Millisecond
-	ackSpread  = 1500 * time.Millisecond
-	ackMaxWait = 3 * time.Second
-)
-
-// noteApplied is instance i applying a revision at now: unless an ack is
-// pending already, it schedules one.
+// noteApplied is instance i applying a revision at now: unless a timer
+// looks at its ack schedule already, one will when the ack is due.
 func (f *Fleet) noteApplied(ctx context.Context, i int, now time.Time, acks chan<- int) {
 	f.ackMu.Lock()
 	defer f.ackMu.Unlock()
 	a := &f.acks[i]
-	a.last = now
-	if !a.since.IsZero() {
+	a.applied = now
+	if a.armed {
 		return
 	}
-	a.since, a.delay = now, ackMin+rand.N(ackSpread)
-	f.scheduleAck(ctx, i, acks)
+	if due := a.sched.Due(f.applied[i].Load() > a.acked, now); !due.IsZero() {
+		f.lookAt(ctx, i, due, acks)
+	}
 }
 
-// scheduleAck sends instance i to the ack writers when its pending ack is
-// due, checking again then: a change applied meanwhile may put it off.
-func (f *Fleet) scheduleAck(ctx context.Context, i int, acks chan<- int) {
+// lookAt (f.ackMu held) arms a timer that looks at instance i's ack
+// schedule at t: when the ack is due it goes to the ack writers, when it
+// is not yet the timer looks again then, and with nothing to ack it stops.
+func (f *Fleet) lookAt(ctx context.Context, i int, t time.Time, acks chan<- int) {
 	a := &f.acks[i]
-	due := min(a.last.Add(a.delay).UnixNano(), a.since.Add(ackMaxWait+a.delay-ackMin).UnixNano())
-	time.AfterFunc(time.Until(time.Unix(0, due)), func() {
+	a.armed = true
+	time.AfterFunc(time.Until(t), func() {
 		f.ackMu.Lock()
-		if time.Now().UnixNano() < min(a.last.Add(a.delay).UnixNano(), a.since.Add(ackMaxWait+a.delay-ackMin).UnixNano()) {
-			f.scheduleAck(ctx, i, acks)
+		due := a.sched.Due(f.applied[i].Load() > a.acked, a.applied)
+		if !due.IsZero() && time.Now().Before(due) {
+			f.lookAt(ctx, i, due, acks)
 			f.ackMu.Unlock()
 			return
 		}
-		a.since = time.Time{}
+		a.armed = false
 		f.ackMu.Unlock()
+		if due.IsZero() {
+			return
+		}
 		select {
 		case acks <- i:
 		case <-ctx.Done():
@@ -195,23 +208,30 @@ func (f *Fleet) scheduleAck(ctx context.Context, i int, acks chan<- int) {
 	})
 }
 
-// ack writes instance i's ack; a failed one is retried at the SDK's next
-// poll.
+// ack writes instance i's ack, which restarts its report interval as the
+// SDK's write does; a failed one is retried at the SDK's next poll.
 func (f *Fleet) ack(ctx context.Context, i int, acks chan<- int) {
-	if f.put(ctx, i, false, true) || ctx.Err() != nil {
+	if f.put(ctx, i, false, true) {
+		select {
+		case f.written[i] <- struct{}{}:
+		default:
+		}
 		return
 	}
-	time.AfterFunc(ackMin+rand.N(2*ackMin), func() {
-		select {
-		case acks <- i:
-		case <-ctx.Done():
-		}
-	})
+	if ctx.Err() != nil {
+		return
+	}
+	f.ackMu.Lock()
+	if !f.acks[i].armed {
+		f.lookAt(ctx, i, time.Now().Add(ack.Quiet+rand.N(2*ack.Quiet)), acks)
+	}
+	f.ackMu.Unlock()
 }
 
-// Report runs until ctx ends: each instance reports every 1–1.2 intervals,
-// and acks new switch revisions as the SDK does (see ackMin; one watch per
-// connection, as instances of one host would share it) of app checkout.
+// Report runs until ctx ends: each instance reports every 1–1.2 intervals
+// after its last write, and acks new switch revisions of app checkout on
+// the SDK's schedule (one watch per connection, as instances of one host
+// would share it).
 func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 	due, acks := make(chan int, 1024), make(chan int, 1024)
 	// Acks go first: an instance writes its own key, so its ack never
@@ -256,6 +276,9 @@ func (f *Fleet) Report(ctx context.Context, interval time.Duration) {
 				select {
 				case <-ctx.Done():
 					return
+				case <-f.written[i]:
+					t.Reset(interval + rand.N(interval/5))
+					continue
 				case <-t.C:
 				}
 				select {

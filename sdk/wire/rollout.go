@@ -39,8 +39,8 @@ func FNV(h uint64, s string) uint64 {
 // Includes reports whether an instance with this id and labels is in the
 // switch's rollout: the switch is on, its selector matches the labels
 // and, for instance stickiness, the instance's bucket is below the
-// percent. With key stickiness every matching instance takes part (the
-// request key decides); the answer is true for it.
+// percent. With key stickiness, or an include list, every matching
+// instance takes part (the request key decides); the answer is true for it.
 func (s *Switch) Includes(instanceID string, labels map[string]string) bool {
 	if s.State != StateOn {
 		return false
@@ -51,7 +51,7 @@ func (s *Switch) Includes(instanceID string, labels map[string]string) bool {
 			return false
 		}
 	}
-	if s.Rollout.Stickiness == StickyKey {
+	if s.Rollout.Stickiness == StickyKey || len(s.Rollout.Include) > 0 {
 		return true
 	}
 	return Bucket(s.App, s.Name, instanceID) < s.Rollout.Basis()

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -64,6 +65,36 @@ func TestIncludes(t *testing.T) {
 				t.Fatalf("widening to %v %% dropped %s", p, id)
 			}
 			prev[id] = in
+		}
+	}
+}
+
+// TestRolloutKeyListsValidate: each list is bounded in length and key
+// size, and a key in both lists is refused by its index.
+func TestRolloutKeyListsValidate(t *testing.T) {
+	many := make([]string, MaxListKeys+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("t%d", i)
+	}
+	for _, tc := range []struct {
+		name  string
+		r     Rollout
+		field string
+	}{
+		{"at the limit", Rollout{Percent: 5, Include: many[:MaxListKeys], Exclude: []string{"x"}}, ""},
+		{"over the limit", Rollout{Include: many}, "include"},
+		{"empty key", Rollout{Exclude: []string{"a", ""}}, "exclude[1]"},
+		{"control character", Rollout{Include: []string{"a\nb"}}, "include[0]"},
+		{"key too long", Rollout{Include: []string{string(make([]byte, MaxListKeyLen+1))}}, "include[0]"},
+		{"in both", Rollout{Include: []string{"a", "b"}, Exclude: []string{"c", "b"}}, "exclude[1]"},
+	} {
+		err := tc.r.Validate()
+		var fe *FieldError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field):
+			t.Errorf("%s: error %v, want one naming %s", tc.name, err, tc.field)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -155,7 +156,20 @@ type Rollout struct {
 	// Selector is a comma-separated list of label=value pairs that must all
 	// match the instance labels ("zone=a,canary=true"). Empty matches all.
 	Selector string `json:"selector,omitempty"`
+	// Include and Exclude name request keys (tenants, users: the key of
+	// WithKey) explicitly, at most MaxListKeys each, no key in both. On an
+	// instance the selector matches, a request whose key is excluded is
+	// not degraded, one whose key is included is, and any other is decided
+	// by Percent: exclude wins, then include, then percent.
+	Include []string `json:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty"`
 }
+
+// Limits of a rollout's key lists.
+const (
+	MaxListKeys   = 10000 // keys per list
+	MaxListKeyLen = 128   // bytes per key
+)
 
 // Basis returns Percent in hundredths of a percent (0…10000).
 func (r Rollout) Basis() int { return int(r.Percent*100 + 0.5) }
@@ -177,7 +191,43 @@ func (r Rollout) Validate() error {
 	if _, err := ParseSelector(r.Selector); err != nil {
 		return &FieldError{Field: "selector", Msg: err.Error()}
 	}
+	if err := validateKeys("include", r.Include); err != nil {
+		return err
+	}
+	if err := validateKeys("exclude", r.Exclude); err != nil {
+		return err
+	}
+	if len(r.Include) > 0 && len(r.Exclude) > 0 {
+		in := make(map[string]struct{}, len(r.Include))
+		for _, k := range r.Include {
+			in[k] = struct{}{}
+		}
+		for i, k := range r.Exclude {
+			if _, ok := in[k]; ok {
+				return &FieldError{Field: fmt.Sprintf("exclude[%d]", i), Msg: fmt.Sprintf("key %q is also in include", k)}
+			}
+		}
+	}
 	return nil
+}
+
+// validateKeys checks one key list: its length and each key's.
+func validateKeys(field string, keys []string) error {
+	if len(keys) > MaxListKeys {
+		return &FieldError{Field: field, Msg: fmt.Sprintf("has %d keys, at most %d are allowed", len(keys), MaxListKeys)}
+	}
+	for i, k := range keys {
+		if k == "" || len(k) > MaxListKeyLen || !Printable(k) {
+			return &FieldError{Field: fmt.Sprintf("%s[%d]", field, i), Msg: fmt.Sprintf("must be 1–%d printable characters", MaxListKeyLen)}
+		}
+	}
+	return nil
+}
+
+// Equal reports whether two rollouts pick the same members.
+func (r Rollout) Equal(o Rollout) bool {
+	return r.Basis() == o.Basis() && r.Stickiness == o.Stickiness && r.Selector == o.Selector &&
+		slices.Equal(r.Include, o.Include) && slices.Equal(r.Exclude, o.Exclude)
 }
 
 // Selector is a parsed label selector: every pair must match.
@@ -232,6 +282,9 @@ type Switch struct {
 	Fallback json.RawMessage `json:"fallback,omitempty"`
 	// MaxStaleness is the L2 bound as a Go duration string ("30s").
 	MaxStaleness Duration `json:"max_staleness,omitempty"`
+	// Verify configures the shadow verification of an L1 or L2 switch's
+	// degraded path while it is off; nil: the defaults.
+	Verify *Verify `json:"verify,omitempty"`
 	// Version is the console's optimistic-concurrency version.
 	Version int64 `json:"version"`
 	// ExpiresAt is when an "on" switch is due to be audited or turned off.
@@ -266,7 +319,74 @@ func (s *Switch) Validate() error {
 	if s.MaxStaleness < 0 {
 		return &FieldError{Field: "max_staleness", Msg: "must not be negative"}
 	}
+	if s.Verify != nil {
+		if err := s.Verify.Validate(); err != nil {
+			return prefixField("verify", err)
+		}
+	}
 	return nil
+}
+
+// Shadow verification defaults and bounds (see Verify).
+const (
+	DefaultVerifyEvery   = 10 * time.Second
+	DefaultVerifyTimeout = time.Second
+	MinVerifyEvery       = time.Second
+	MaxVerifyTimeout     = 10 * time.Second
+	MaxRequiredFields    = 32
+)
+
+// Verify configures shadow verification: while an L1 or L2 switch is off,
+// SDKs that are asked to (the middleware's Verify option, sdk.Verify)
+// compute the degraded answer of a sampled safe request beside the live
+// one, compare their shapes and throw the degraded answer away.
+type Verify struct {
+	// Disabled stops sampling for this switch.
+	Disabled bool `json:"disabled,omitempty"`
+	// Every is the mean time between samples per instance (a token bucket
+	// of one); zero means DefaultVerifyEvery.
+	Every Duration `json:"every,omitempty"`
+	// Timeout bounds one degraded run; zero means DefaultVerifyTimeout.
+	Timeout Duration `json:"timeout,omitempty"`
+	// RequiredFields are RFC 6901 JSON pointers the degraded answer must
+	// hold whenever the live answer holds them.
+	RequiredFields []string `json:"required_fields,omitempty"`
+}
+
+// Validate checks the bounds and the pointers; the error names the field
+// relative to the verify object ("required_fields[2]").
+func (v *Verify) Validate() error {
+	if v.Every != 0 && v.Every < Duration(MinVerifyEvery) {
+		return &FieldError{Field: "every", Msg: "must be at least 1s (or absent for the 10s default)"}
+	}
+	if v.Timeout < 0 || v.Timeout > Duration(MaxVerifyTimeout) {
+		return &FieldError{Field: "timeout", Msg: "must be between 0 (the 1s default) and 10s"}
+	}
+	if len(v.RequiredFields) > MaxRequiredFields {
+		return &FieldError{Field: "required_fields", Msg: fmt.Sprintf("at most %d pointers", MaxRequiredFields)}
+	}
+	for i, f := range v.RequiredFields {
+		if _, err := ParsePointer(f); err != nil {
+			return &FieldError{Field: fmt.Sprintf("required_fields[%d]", i), Msg: err.Error()}
+		}
+	}
+	return nil
+}
+
+// Period is Every or its default.
+func (v *Verify) Period() time.Duration {
+	if v == nil || v.Every == 0 {
+		return DefaultVerifyEvery
+	}
+	return v.Every.D()
+}
+
+// Limit is Timeout or its default.
+func (v *Verify) Limit() time.Duration {
+	if v == nil || v.Timeout == 0 {
+		return DefaultVerifyTimeout
+	}
+	return v.Timeout.D()
 }
 
 // DecodeSwitch parses and validates a published switch value.
@@ -525,6 +645,46 @@ type SwitchSignal struct {
 	// this switch per LatencyBuckets bucket (the last one is above every
 	// bound), since start; absent when there were none.
 	Latency []uint64 `json:"l,omitempty"`
+	// Verify is the shadow verification of the switch's degraded path
+	// while it is off, since start; nil when nothing was sampled.
+	Verify *VerifySignal `json:"v,omitempty"`
+}
+
+// MaxVerifyDiffs bounds the differences a VerifySignal carries.
+const MaxVerifyDiffs = 8
+
+// VerifySignal counts the shadow runs of one switch's degraded path at one
+// instance, since start.
+type VerifySignal struct {
+	// Match counts degraded answers with the live answer's shape.
+	Match uint64 `json:"m,omitempty"`
+	// Mismatch counts degraded answers of another shape.
+	Mismatch uint64 `json:"x,omitempty"`
+	// Error counts degraded runs that panicked or answered 5xx.
+	Error uint64 `json:"e,omitempty"`
+	// Timeout counts degraded runs abandoned at their timeout.
+	Timeout uint64 `json:"t,omitempty"`
+	// LastMatch and LastMismatch are when a sample last matched and last
+	// did not, in unix seconds.
+	LastMatch    int64 `json:"lm,omitempty"`
+	LastMismatch int64 `json:"lx,omitempty"`
+	// Diffs are the differences of the last mismatch: JSON pointers and
+	// types only, never values ("/items: missing", "/total: number,
+	// degraded string"), at most MaxVerifyDiffs.
+	Diffs []string `json:"dx,omitempty"`
+	// Latency counts the degraded runs that finished, per LatencyBuckets
+	// bucket.
+	Latency []uint64 `json:"l,omitempty"`
+}
+
+// Equal reports whether two signals hold the same counts and diffs.
+func (v *VerifySignal) Equal(o *VerifySignal) bool {
+	if v == nil || o == nil {
+		return v == o
+	}
+	return v.Match == o.Match && v.Mismatch == o.Mismatch && v.Error == o.Error && v.Timeout == o.Timeout &&
+		v.LastMatch == o.LastMatch && v.LastMismatch == o.LastMismatch &&
+		slices.Equal(v.Diffs, o.Diffs) && slices.Equal(v.Latency, o.Latency)
 }
 
 // LatencyBuckets are the upper bounds of the degraded-path latency

@@ -20,12 +20,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
-	"github.com/switchyard-io/switchyard/server/drill"
-	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
-	"github.com/switchyard-io/switchyard/server/notify"
-	"github.com/switchyard-io/switchyard/server/rollout"
-	"github.com/switchyard-io/switchyard/server/trigger"
 )
 
 // Config wires the API to its dependencies.
@@ -39,44 +34,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Fleet is the console's fleet read model (instances and signals).
 	Fleet *fleet.Model
-	// Domains are the job domains' services.
-	Domains Domains
-}
-
-// Domains are the services of the job domains (staged rollouts,
-// auto-triggers, drills, expiry and findings, notification channels); each
-// has a file of handlers here and registers its routes in registerDomains.
-type Domains struct {
-	Drills *drill.Service
-	// Expiry renews switches and lists the findings (expiry.go).
-	Expiry *expiry.Service
-	// Channels are the notification channels and their delivery log
-	// (channels.go).
-	Channels *notify.Service
-	// Triggers are the auto-trigger rules (triggers.go).
-	Triggers *trigger.Service
-	// Rollouts are the staged rollouts (rollouts.go).
-	Rollouts *rollout.Service
-}
-
-// registerDomains mounts each job domain's routes: apps is
-// /api/v1/apps/:app (the app checked), v1 is /api/v1; both authenticated.
-func registerDomains(apps, v1 *gin.RouterGroup, d Domains) {
-	if d.Drills != nil {
-		drills{d.Drills}.register(apps)
-	}
-	if d.Expiry != nil {
-		registerExpiry(apps, v1, d.Expiry)
-	}
-	if d.Channels != nil {
-		registerChannels(v1, d.Channels)
-	}
-	if d.Triggers != nil {
-		registerTriggers(apps, d.Triggers)
-	}
-	if d.Rollouts != nil {
-		registerRollouts(apps, d.Rollouts)
-	}
+	// Domains are the job domains' routes (domains.go).
+	Domains []Routes
 }
 
 type handler struct {
@@ -103,7 +62,7 @@ func Register(r *gin.Engine, cfg Config) {
 	r.GET("/readyz", h.ready)
 
 	v1 := r.Group("/api/v1", authenticate(cfg.Service))
-	apps := v1.Group("/apps/:app", checkApp)
+	apps := v1.Group("/apps/:app", checkApp, breakGlass)
 	apps.GET("/switches", h.listSwitches)
 	apps.POST("/switches", h.createSwitch)
 	apps.GET("/switches/:name", h.getSwitch)
@@ -132,7 +91,10 @@ func Register(r *gin.Engine, cfg Config) {
 	v1.POST("/users", h.createUser)
 	v1.GET("/users/:username", h.getUser)
 	v1.PATCH("/users/:username", h.patchUser)
-	registerDomains(apps, v1, cfg.Domains)
+	for _, d := range cfg.Domains {
+		d(apps, v1)
+	}
+	registerApprovals(apps, v1, h)
 	v1.GET("/tokens", h.listTokens)
 	v1.POST("/tokens", h.createToken)
 	v1.DELETE("/tokens/:id", h.revokeToken)

@@ -12,10 +12,9 @@ import (
 
 type expiryHandler struct{ svc *expiry.Service }
 
-func registerExpiry(apps, v1 *gin.RouterGroup, svc *expiry.Service) {
+func registerExpiry(apps *gin.RouterGroup, svc *expiry.Service) {
 	h := expiryHandler{svc}
 	apps.POST("/switches/:name/renew", h.renew)
-	registerFindings(v1, svc.Findings())
 }
 
 // renew extends a switch that is on by its max_on; body (or query):

@@ -70,6 +70,8 @@ func ProblemFor(err error) Problem {
 		return Problem{Type: "/problems/media-type", Title: "Unsupported media type", Status: http.StatusUnsupportedMediaType, Detail: err.Error(), Field: "Content-Type"}
 	case errors.Is(err, server.ErrUnauthorized):
 		return Problem{Type: "/problems/unauthorized", Title: "Unauthorized", Status: http.StatusUnauthorized, Detail: "send Authorization: Bearer <token>", Field: "Authorization"}
+	case errors.Is(err, server.ErrApprovalRequired):
+		return Problem{Type: "/problems/approval-required", Title: "Approval required", Status: http.StatusConflict, Detail: Clean(err)}
 	case errors.Is(err, server.ErrForbidden):
 		return Problem{Type: "/problems/forbidden", Title: "Forbidden", Status: http.StatusForbidden, Detail: Clean(err)}
 	case errors.Is(err, server.ErrRateLimited):
@@ -111,6 +113,12 @@ func Clean(err error) string { return strings.ReplaceAll(err.Error(), "server: "
 
 // fail writes err as a problem document and aborts the request.
 func fail(c *gin.Context, err error) {
+	var held *server.ApprovalRequired
+	if errors.As(err, &held) && held.Request != nil {
+		// Not a failure: the change waits for approval as a request.
+		c.AbortWithStatusJSON(http.StatusAccepted, heldAnswer(held))
+		return
+	}
 	p := ProblemFor(server.MergeInputErrors(c.Request.Context(), err))
 	p.Instance = c.Request.URL.Path
 	p.RequestID = c.GetString(ctxRequestID)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchyard-io/switchyard/internal/servertest"
 )
 
 // TestAuditBeforeAfterAreObjects: the API's audit events carry before and
@@ -101,7 +103,7 @@ func TestClientGoneIsNotAFailure(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, 10*time.Second, "the request waits on the lock", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the request waits on the lock", func() bool {
 		var n int
 		_ = locker.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		return n > 0
@@ -109,7 +111,7 @@ func TestClientGoneIsNotAFailure(t *testing.T) {
 	cancel()
 	<-done
 	metric := `switchyard_http_requests_total{method="GET",route="/api/v1/apps/:app/switches",status="499"} 1`
-	eventually(t, 10*time.Second, "the request is counted as 499", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the request is counted as 499", func() bool {
 		resp, err := http.Get(c.URL() + "/metrics")
 		if err != nil {
 			return false

@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -37,6 +38,15 @@ func (e *env) snapshot(t *testing.T, db *gorm.DB) snapshot {
 	return snapshot{count("switches"), count("limit_rules"), count("audit_events"), count("api_tokens"), count("users"), count("outbox"), resp.Count, lims.Count}
 }
 
+// keysJSON is n distinct keys as JSON array members.
+func keysJSON(n int) string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"t%d"`, i)
+	}
+	return strings.Join(keys, ",")
+}
+
 // TestBadInput sends requests that must each be refused with the right
 // status and a problem document naming the field, and checks that no row,
 // etcd key or audit event changed.
@@ -68,6 +78,12 @@ func TestBadInput(t *testing.T) {
 		{"rollout 3 decimals", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":33.333}}`, 400, "rollout.percent", nil},
 		{"bad stickiness", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"stickiness":"user"}}`, 400, "rollout.stickiness", nil},
 		{"bad selector", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"selector":"zone=a,,"}}`, 400, "rollout.selector", nil},
+		{"required field not a JSON pointer", "POST", sw, adminToken, `{"name":"a","level":"L1","fallback":[],"verify":{"required_fields":["/items","items/0/sku"]},"reason":"r"}`, 400, "verify.required_fields[1]", nil},
+		{"verify every below 1s", "POST", sw, adminToken, `{"name":"a","level":"L1","fallback":[],"verify":{"every":"100ms"},"reason":"r"}`, 400, "verify.every", nil},
+		{"verify of an L3 switch", "PATCH", sw + "/search", adminToken, `{"verify":{},"reason":"r"}`, 400, "verify", nil},
+		{"key list over the limit", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"include":[` + keysJSON(wire.MaxListKeys+1) + `]}}`, 400, "rollout.include", nil},
+		{"same key in include and exclude", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"include":["t1","t2"],"exclude":["t3","t2"]}}`, 400, "rollout.exclude[1]", nil},
+		{"empty key", "POST", sw + "/search/on", adminToken, `{"reason":"r","rollout":{"percent":5,"exclude":[""]}}`, 400, "rollout.exclude[0]", nil},
 		{"fallback not JSON", "POST", sw, adminToken, `{"name":"a","level":"L1","reason":"r","fallback":{oops}}`, 400, "body", nil},
 		{"fallback on L3", "POST", sw, adminToken, `{"name":"a","level":"L3","reason":"r","fallback":[]}`, 400, "fallback", nil},
 		{"fallback over 64 KiB", "POST", sw, adminToken, bigFallback, 400, "fallback", nil},

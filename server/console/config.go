@@ -119,6 +119,17 @@ type Config struct {
 	// metadata, the console's own endpoints): CIDRs or host:port;
 	// --egress-allow / SWITCHYARD_EGRESS_ALLOW, default none.
 	EgressAllow []string
+	// OIDC is single sign-on for the web console, and LocalSignIn says
+	// who may still sign in with a password while it is on (sso.go,
+	// docs/sso.md).
+	OIDC        OIDCConfig
+	LocalSignIn string
+	// SelfApproval lets the author of a change request approve it (off:
+	// another person must); RequestTTL is how long a request may wait
+	// before it expires. --allow-self-approval, --request-ttl and their
+	// SWITCHYARD_* twins.
+	SelfApproval bool
+	RequestTTL   time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN §5.
@@ -144,6 +155,9 @@ func DefaultConfig() Config {
 		CheckpointEvents:    100,
 		CheckpointInterval:  10 * time.Minute,
 		Retention:           retention.DefaultAge,
+		OIDC:                OIDCConfig{GroupsClaim: "groups", Name: "SSO"},
+		LocalSignIn:         "all",
+		RequestTTL:          time.Hour,
 	}
 }
 
@@ -212,6 +226,19 @@ func (c *Config) settings() []setting {
 		{"tls-key", "SWITCHYARD_TLS_KEY", "PEM key `file` of --tls-cert", (*stringValue)(&c.TLSKey)},
 		{"secret-key-file", "SWITCHYARD_SECRET_KEY_FILE", "key `file` sealing channel secrets and probe headers at rest; first line seals, every line opens (empty: generated in the data dir on the embedded defaults)", (*stringValue)(&c.SecretKeyFile)},
 		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
+		{"oidc-issuer", "SWITCHYARD_OIDC_ISSUER", "issuer `URL` of the OpenID Connect identity provider for single sign-on to the web console (empty: local accounts only)", (*stringValue)(&c.OIDC.Issuer)},
+		{"oidc-client-id", "SWITCHYARD_OIDC_CLIENT_ID", "OAuth client `id` registered at the identity provider", (*stringValue)(&c.OIDC.ClientID)},
+		{"oidc-client-secret-file", "SWITCHYARD_OIDC_CLIENT_SECRET_FILE", "`file` holding the OAuth client secret", (*stringValue)(&c.OIDC.ClientSecretFile)},
+		{"", "SWITCHYARD_OIDC_CLIENT_SECRET", "OAuth client secret (or SWITCHYARD_OIDC_CLIENT_SECRET_FILE)", (*stringValue)(&c.OIDC.ClientSecret)},
+		{"oidc-scopes", "SWITCHYARD_OIDC_SCOPES", "comma-separated `scopes` to ask for (default openid,profile,email,groups)", (*listValue)(&c.OIDC.Scopes)},
+		{"oidc-groups-claim", "SWITCHYARD_OIDC_GROUPS_CLAIM", "`claim` holding the groups, read from the ID token or else UserInfo", (*stringValue)(&c.OIDC.GroupsClaim)},
+		{"oidc-rules-file", "SWITCHYARD_OIDC_RULES_FILE", "JSON `file` of rules mapping groups to a role and app grants: [{\"group\":\"sre\",\"role\":\"admin\"}, …]", (*stringValue)(&c.OIDC.RulesFile)},
+		{"oidc-default-role", "SWITCHYARD_OIDC_DEFAULT_ROLE", "`role` of a person no rule maps (empty: refused, strict; or viewer)", (*stringValue)(&c.OIDC.DefaultRole)},
+		{"oidc-redirect-url", "SWITCHYARD_OIDC_REDIRECT_URL", "callback `URL` registered at the identity provider (default: this console's URL as the browser reached it + /ui/login/oidc/callback)", (*stringValue)(&c.OIDC.RedirectURL)},
+		{"oidc-name", "SWITCHYARD_OIDC_NAME", "what the sign-in button names: \"Sign in with `name`\"", (*stringValue)(&c.OIDC.Name)},
+		{"allow-self-approval", "SWITCHYARD_ALLOW_SELF_APPROVAL", "let the author of a change request approve it (`true` or false; default false: another person must)", (*boolValue)(&c.SelfApproval)},
+		{"request-ttl", "SWITCHYARD_REQUEST_TTL", "how long a change request may wait to be applied before it expires (a `duration`)", (*durationValue)(&c.RequestTTL)},
+		{"local-sign-in", "SWITCHYARD_LOCAL_SIGN_IN", "who may sign in with a password while single sign-on is on: all, admins, or break-glass (admins, only while the identity provider is unreachable)", (*stringValue)(&c.LocalSignIn)},
 	}
 }
 
@@ -295,6 +322,7 @@ type (
 	stringValue   string
 	durationValue time.Duration
 	int64Value    int64
+	boolValue     bool
 	listValue     []string
 )
 
@@ -320,6 +348,17 @@ func (v *int64Value) Set(s string) error {
 	return nil
 }
 func (v *int64Value) String() string { return strconv.FormatInt(int64(*v), 10) }
+
+func (v *boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*v = boolValue(b)
+	return nil
+}
+func (v *boolValue) String() string   { return strconv.FormatBool(bool(*v)) }
+func (v *boolValue) IsBoolFlag() bool { return true }
 
 func (v *listValue) Set(s string) error { *v = envconf.SplitList(s); return nil }
 func (v *listValue) String() string     { return strings.Join(*v, ",") }
@@ -396,6 +435,12 @@ func (c *Config) Validate() error {
 	}
 	if _, err := egress.New(egress.Config{Allow: c.EgressAllow}); err != nil {
 		bad("egress-allow", "%v", err)
+	}
+	for _, e := range c.validateSSO() {
+		bad(e.flag, "%s", e.msg)
+	}
+	if c.RequestTTL < time.Minute || c.RequestTTL > 7*24*time.Hour {
+		bad("request-ttl", "must be between 1m and 168h")
 	}
 	if c.BootstrapToken != "" && len(c.BootstrapToken) < 16 {
 		errs = append(errs, settingName("bootstrap-token")+": must be at least 16 characters")

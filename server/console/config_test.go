@@ -36,6 +36,21 @@ func TestConfigValidate(t *testing.T) {
 		{"bad egress allow entry", func(c *Config) { c.EgressAllow = []string{"10.0.0.0/40"} }, "--egress-allow or SWITCHYARD_EGRESS_ALLOW"},
 		{"retention under a day", func(c *Config) { c.Retention = time.Hour }, "--retention or SWITCHYARD_RETENTION"},
 		{"retention of a year", func(c *Config) { c.Retention = 365 * 24 * time.Hour }, ""},
+		{"oidc client id without issuer", func(c *Config) { c.OIDC.ClientID = "switchyard" }, "--oidc-issuer or SWITCHYARD_OIDC_ISSUER"},
+		{"oidc without client id", func(c *Config) { c.OIDC.Issuer, c.OIDC.DefaultRole = "https://id.example.com", "viewer" }, "--oidc-client-id or SWITCHYARD_OIDC_CLIENT_ID"},
+		{"oidc without rules or default role", func(c *Config) { c.OIDC.Issuer, c.OIDC.ClientID = "https://id.example.com", "sy" }, "--oidc-rules-file or SWITCHYARD_OIDC_RULES_FILE: is required"},
+		{"oidc issuer not a URL", func(c *Config) { c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.DefaultRole = "id.example.com", "sy", "viewer" }, "--oidc-issuer"},
+		{"oidc secret file missing", func(c *Config) {
+			c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.DefaultRole, c.OIDC.ClientSecretFile = "https://id.example.com", "sy", "viewer", "/nonexistent/secret"
+		}, "--oidc-client-secret-file"},
+		{"oidc operator default role", func(c *Config) {
+			c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.DefaultRole = "https://id.example.com", "sy", "operator"
+		}, "--oidc-default-role"},
+		{"oidc public client with a default role", func(c *Config) {
+			c.OIDC.Issuer, c.OIDC.ClientID, c.OIDC.DefaultRole = "https://id.example.com", "sy", "viewer"
+		}, ""},
+		{"bad local sign-in", func(c *Config) { c.LocalSignIn = "never" }, "--local-sign-in or SWITCHYARD_LOCAL_SIGN_IN"},
+		{"request ttl too short", func(c *Config) { c.RequestTTL = time.Second }, "--request-ttl"},
 		{"several problems, one line", func(c *Config) { c.Listen, c.Namespace = "8080", "Prod!" },
 			"--listen or SWITCHYARD_LISTEN: \"8080\" is not host:port; --namespace or SWITCHYARD_NAMESPACE"},
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -52,7 +53,7 @@ func newConsistencyFixture(t *testing.T) *consistencyFixture {
 	seed("POST", "/api/v1/apps/other/switches", `{"name":"lonely","level":"L3","reason":"seed"}`, 201)
 	seed("POST", shop+"/drills/d-a/runs", `{"dry_run":true,"reason":"seed"}`, 202)
 	// The findings job finds the seven switches without an owner.
-	eventually(t, 30*time.Second, "no_owner findings of all seven switches", func() bool {
+	servertest.Eventually(t, 30*time.Second, "no_owner findings of all seven switches", func() bool {
 		r := call(t, c, "GET", "/api/v1/findings?kind=no_owner&limit=1000", adminToken, "")
 		return r.Status == 200 && len(r.Body["findings"].([]any)) == 7
 	})
@@ -229,7 +230,7 @@ func (f *consistencyFixture) conflict(t *testing.T) {
 	if r := call(t, f.c, "POST", shop+"/drills/d-a/runs/1/abort", adminToken, `{"reason":"r"}`); r.Status != 200 && r.Status != 409 {
 		t.Fatalf("abort the dry run: %s", r.Raw)
 	}
-	eventually(t, 30*time.Second, "the dry run ends", func() bool {
+	servertest.Eventually(t, 30*time.Second, "the dry run ends", func() bool {
 		return call(t, f.c, "GET", shop+"/drills/d-a/runs/1", adminToken, "").str("run", "finished_at") != ""
 	})
 	for _, tc := range cases {

@@ -201,7 +201,7 @@ func (c *Console) open(ctx context.Context) error {
 	c.Publisher = server.NewPublisher(c.DB, c.Etcd, server.PublisherConfig{
 		Namespace: cfg.Namespace, Wait: cfg.PublishWait, Logger: c.log, Metrics: metrics,
 	})
-	svcOpts := []server.ServiceOption{server.WithClock(c.opts.now)}
+	svcOpts := []server.ServiceOption{server.WithClock(c.opts.now), server.WithSelfApproval(cfg.SelfApproval), server.WithRequestTTL(cfg.RequestTTL)}
 	if c.opts.chainOnly {
 		svcOpts = append(svcOpts, server.WithoutAuditTree())
 	}
@@ -262,7 +262,7 @@ func (c *Console) open(ctx context.Context) error {
 	// mid-handler cancels the request's context).
 	c.http = &http.Server{Handler: c.Engine, ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout: 2 * time.Minute, ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelWarn)}
-	apiDomains, webDomains, err := c.wireDomains(reg)
+	apiDomains, webDomains, err := c.runDomains(c.domains(reg))
 	if err != nil {
 		return err
 	}
@@ -270,7 +270,11 @@ func (c *Console) open(ctx context.Context) error {
 		return err
 	}
 	api.Register(c.Engine, api.Config{Service: c.Service, Etcd: c.Etcd, Fleet: c.Fleet, Namespace: cfg.Namespace, Registry: reg, Logger: c.log, Domains: apiDomains})
-	c.ui = webui.New(webui.Deps{Service: c.Service, Fleet: c.Fleet, Etcd: c.Etcd, Namespace: cfg.Namespace, Logger: c.log, Domains: webDomains}, c.opts.web)
+	signIn, err := c.signIn()
+	if err != nil {
+		return err
+	}
+	c.ui = webui.New(webui.Deps{Service: c.Service, Fleet: c.Fleet, Etcd: c.Etcd, Namespace: cfg.Namespace, Logger: c.log, Domains: webDomains, SignIn: signIn}, c.opts.web)
 	c.ui.Routes(c.Engine)
 	return nil
 }

@@ -154,7 +154,7 @@ func seedDrill(t testing.TB, c *console.Console, app, url, extra string) {
 // waitInstances waits until the console's fleet model sees n instances of app.
 func waitInstances(t testing.TB, c *console.Console, app string, n int) {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("%d instances of %s", n, app), func() bool {
+	servertest.Eventually(t, 15*time.Second, fmt.Sprintf("%d instances of %s", n, app), func() bool {
 		return c.Fleet.Synced() && len(c.Fleet.Instances(app)) == n
 	})
 }
@@ -174,7 +174,7 @@ func runView(t *testing.T, c *console.Console, app string, n int) drill.RunView 
 func waitRun(t *testing.T, c *console.Console, app string, n int, within time.Duration) drill.RunView {
 	t.Helper()
 	var v drill.RunView
-	eventually(t, within, fmt.Sprintf("run %s #%d finishes", app, n), func() bool {
+	servertest.Eventually(t, within, fmt.Sprintf("run %s #%d finishes", app, n), func() bool {
 		v = runView(t, c, app, n)
 		return v.FinishedAt != nil
 	})
@@ -345,7 +345,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 	stop(boot)
 
 	dying := e.startProcess("dying")
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	waitURL := func(p *process) func() bool {
 		return func() bool {
 			r, err := http.Get(p.url + "/healthz")
@@ -355,7 +355,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 			return err == nil
 		}
 	}
-	eventually(t, 10*time.Second, "the process serves", waitURL(dying))
+	servertest.Eventually(t, 10*time.Second, "the process serves", waitURL(dying))
 	runReq, _ := http.NewRequest("POST", dying.url+"/api/v1/apps/shop-kill/drills/reco/runs", strings.NewReader(`{"reason":"kill drill"}`))
 	runReq.Header.Set("Content-Type", "application/json")
 	runReq.Header.Set("Authorization", "Bearer "+adminToken)
@@ -378,9 +378,9 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 		}
 		return true
 	}
-	eventually(t, 20*time.Second, "every client answers the drilled switch on", func() bool { return answering(true) })
+	servertest.Eventually(t, 20*time.Second, "every client answers the drilled switch on", func() bool { return answering(true) })
 	var ttl time.Duration
-	eventually(t, 10*time.Second, "the run is active", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the run is active", func() bool {
 		var r drill.Run
 		if err := e.db(t).Where("app = ?", "shop-kill").Take(&r).Error; err != nil {
 			return false
@@ -395,7 +395,7 @@ func drillLeaderKilled(t *testing.T, survivorRunning bool) {
 	}
 
 	died := dying.kill(t)
-	eventually(t, ttl+time.Second, "every client answers the switch off again", func() bool { return answering(false) })
+	servertest.Eventually(t, ttl+time.Second, "every client answers the switch off again", func() bool { return answering(false) })
 	t.Logf("all %d clients answer off %v after the SIGKILL (lease TTL %v, bound %v, another console running: %v)", len(dt.clients), time.Since(died).Round(time.Millisecond), ttl, ttl+time.Second, survivorRunning)
 	if !survivorRunning {
 		survivor = e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
@@ -502,7 +502,7 @@ func TestDrillSchedule(t *testing.T) {
 	waitRuns := func(n int, what string) []drill.Run {
 		t.Helper()
 		var rs []drill.Run
-		eventually(t, 20*time.Second, what, func() bool { rs = runs(); return len(rs) == n && (n == 0 || rs[n-1].Phase != drill.PhasePending) })
+		servertest.Eventually(t, 20*time.Second, what, func() bool { rs = runs(); return len(rs) == n && (n == 0 || rs[n-1].Phase != drill.PhasePending) })
 		return rs
 	}
 	ends := func(n int) drill.Run {
@@ -510,13 +510,13 @@ func TestDrillSchedule(t *testing.T) {
 		// The recovery watch is timed by the console's clock too: a minute
 		// later it has seen the fleet's counters quiet, or gives up.
 		clk.Set(clk.Now().Add(time.Minute))
-		eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
+		servertest.Eventually(t, 30*time.Second, fmt.Sprintf("run #%d ends", n), func() bool { return runs()[n-1].FinishedAt != nil })
 		return runs()[n-1]
 	}
 	abort := func(n int) {
 		t.Helper()
 		mustStatus(t, call(t, c, "POST", fmt.Sprintf("/api/v1/apps/%s/drills/reco/runs/%d/abort", app, n), adminToken, `{"reason":"enough"}`), 200)
-		eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
+		servertest.Eventually(t, 10*time.Second, fmt.Sprintf("run #%d reverts", n), func() bool { return runs()[n-1].Phase != drill.PhaseActive })
 		if r := ends(n); r.Outcome != drill.OutcomeAborted {
 			t.Fatalf("run #%d: %s %s", n, r.Outcome, r.Summary)
 		}
@@ -529,7 +529,7 @@ func TestDrillSchedule(t *testing.T) {
 	// for 10 min, over both cron times of the day.
 	clk.Set(at(4, 3, 28, 0))
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"by hand"}`), 202)
-	eventually(t, 20*time.Second, "run #1 is active", func() bool { rs := runs(); return len(rs) == 1 && rs[0].Phase == drill.PhaseActive })
+	servertest.Eventually(t, 20*time.Second, "run #1 is active", func() bool { rs := runs(); return len(rs) == 1 && rs[0].Phase == drill.PhaseActive })
 	var dv struct{ Version int64 }
 	c.DB.Table("drills").Where("app = ?", app).Select("version").Scan(&dv)
 	if r := runs()[0]; strings.Contains(r.Spec, secret) || len(r.SpecSHA256) != 64 || r.DrillVersion != dv.Version || !strings.Contains(r.Spec, "X-Drill-Token") {
@@ -543,7 +543,7 @@ func TestDrillSchedule(t *testing.T) {
 	// At 03:40 run #1 is past its duration but not reverted yet: refused
 	// again, counted on the same row.
 	clk.Set(at(4, 3, 40, 1))
-	eventually(t, 20*time.Second, "the 03:40 refusal is counted", func() bool { rs = runs(); return len(rs) == 2 && rs[1].Count == 2 })
+	servertest.Eventually(t, 20*time.Second, "the 03:40 refusal is counted", func() bool { rs = runs(); return len(rs) == 2 && rs[1].Count == 2 })
 	logRun(rs[1])
 	if !strings.Contains(rs[1].Summary, "refused 2 scheduled runs") || !rs[1].LastScheduledFor.Equal(at(4, 3, 40, 0)) {
 		t.Fatalf("coalesced refusals: %+v", rs[1])
@@ -556,7 +556,7 @@ func TestDrillSchedule(t *testing.T) {
 
 	clk.Set(at(5, 3, 30, 1))
 	rs = waitRuns(3, "the run inside the blackout is recorded")
-	eventually(t, 20*time.Second, "run #3 is decided", func() bool { rs = runs(); return rs[2].FinishedAt != nil })
+	servertest.Eventually(t, 20*time.Second, "run #3 is decided", func() bool { rs = runs(); return rs[2].FinishedAt != nil })
 	logRun(rs[2])
 	if rs[2].Outcome != drill.OutcomeRefused || !strings.Contains(rs[2].Summary, "blackout") {
 		t.Fatalf("blackout run: %+v", rs[2])
@@ -572,7 +572,7 @@ func TestDrillSchedule(t *testing.T) {
 	}
 	// Down again until 8 March 03:50: two more, on the same row.
 	clk.Set(at(8, 3, 50, 0))
-	eventually(t, 20*time.Second, "the next missed runs are counted", func() bool { rs = runs(); return len(rs) == 4 && rs[3].Count == 7 })
+	servertest.Eventually(t, 20*time.Second, "the next missed runs are counted", func() bool { rs = runs(); return len(rs) == 4 && rs[3].Count == 7 })
 	logRun(rs[3])
 	if !strings.Contains(rs[3].Summary, "missed 7 scheduled run(s), from 2030-03-05 02:40:00 UTC to 2030-03-08 02:40:00 UTC") {
 		t.Fatalf("coalesced missed runs: %+v", rs[3])
@@ -580,14 +580,14 @@ func TestDrillSchedule(t *testing.T) {
 	// Found 3 min late: within the starting deadline, it starts.
 	clk.Set(at(9, 3, 33, 0))
 	rs = waitRuns(5, "the late run starts")
-	eventually(t, 20*time.Second, "run #5 is active", func() bool { return runs()[4].Phase == drill.PhaseActive })
+	servertest.Eventually(t, 20*time.Second, "run #5 is active", func() bool { return runs()[4].Phase == drill.PhaseActive })
 	logRun(runs()[4])
 	abort(5)
 
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/banner/on", adminToken, `{"reason":"incident: banner off"}`), 200)
 	clk.Set(at(10, 3, 30, 1))
 	// 9 March 03:40 passed unrun (missed, #6); 10 March 03:30 is due (#7).
-	eventually(t, 20*time.Second, "run #7 is decided", func() bool { rs = runs(); return len(rs) == 7 && rs[6].FinishedAt != nil })
+	servertest.Eventually(t, 20*time.Second, "run #7 is decided", func() bool { rs = runs(); return len(rs) == 7 && rs[6].FinishedAt != nil })
 	logRun(rs[5])
 	logRun(rs[6])
 	if rs[5].Outcome != drill.OutcomeMissed || rs[6].Outcome != drill.OutcomeRefused ||
@@ -732,7 +732,7 @@ func TestDrillAbortCondition(t *testing.T) {
 	}
 	active := func(n int) {
 		t.Helper()
-		eventually(t, 20*time.Second, fmt.Sprintf("run #%d checked takes effect", n), func() bool {
+		servertest.Eventually(t, 20*time.Second, fmt.Sprintf("run #%d checked takes effect", n), func() bool {
 			v := runView(t, c, app, n)
 			return v.Phase == drill.PhaseActive && v.Progress.EffectDoneAt != nil
 		})
@@ -743,7 +743,7 @@ func TestDrillAbortCondition(t *testing.T) {
 	prom.Exporter.Set("shop_error_rate", 0.2)
 	prom.Sync(t)
 	crossed := time.Now()
-	eventually(t, 10*time.Second, "the override is removed", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the override is removed", func() bool {
 		return e.etcdValue("/switchyard/v1/default/overrides/"+app+"/recommend") == "" && allOff()
 	})
 	t.Logf("error rate above the threshold in Prometheus → override removed and both clients off in %v", time.Since(crossed).Round(time.Millisecond))
@@ -767,7 +767,7 @@ func TestDrillAbortCondition(t *testing.T) {
 	active(2)
 	prom.Stop()
 	stopped := time.Now()
-	eventually(t, 10*time.Second, "the override is removed", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the override is removed", func() bool {
 		return e.etcdValue("/switchyard/v1/default/overrides/"+app+"/recommend") == "" && allOff()
 	})
 	t.Logf("Prometheus down → override removed and both clients off in %v", time.Since(stopped).Round(time.Millisecond))
@@ -795,16 +795,16 @@ func TestDrillAbortWhileEndpointHangs(t *testing.T) {
 	waitInstances(t, c, app, 2)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill"}`), 202)
 	key := "/switchyard/v1/default/overrides/" + app + "/recommend"
-	eventually(t, 30*time.Second, "the degraded probe round hangs on the endpoint", func() bool {
+	servertest.Eventually(t, 30*time.Second, "the degraded probe round hangs on the endpoint", func() bool {
 		r := runView(t, c, app, 1)
 		return r.Phase == drill.PhaseActive && e.etcdValue(key) != "" && dt.hanging.Load() > 0 && r.Progress.EffectDoneAt == nil && r.Progress.AppliedAt != nil &&
 			time.Since(*r.Progress.AppliedAt) > 2*time.Second // well into the hang
 	})
 	asked := time.Now()
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs/1/abort", adminToken, `{"reason":"the endpoint hangs"}`), 200)
-	eventually(t, time.Second, "the abort takes effect within 1 s", func() bool { return runView(t, c, app, 1).Phase != drill.PhaseActive })
+	servertest.Eventually(t, time.Second, "the abort takes effect within 1 s", func() bool { return runView(t, c, app, 1).Phase != drill.PhaseActive })
 	tookEffect := time.Now()
-	eventually(t, time.Second, "the override is gone within 1 s after that", func() bool { return e.etcdValue(key) == "" })
+	servertest.Eventually(t, time.Second, "the override is gone within 1 s after that", func() bool { return e.etcdValue(key) == "" })
 	gone := time.Now()
 	r := runView(t, c, app, 1)
 	if !strings.Contains(r.Progress.AbortReason, "the endpoint hangs") || r.Progress.RevertedAt == nil {
@@ -815,17 +815,43 @@ func TestDrillAbortWhileEndpointHangs(t *testing.T) {
 
 	// Nobody aborts the next run: its override ends with its duration,
 	// within 1 s, the hanging round cut short.
-	eventually(t, 60*time.Second, "run #1 ends", func() bool { return runView(t, c, app, 1).FinishedAt != nil })
+	servertest.Eventually(t, 60*time.Second, "run #1 ends", func() bool { return runView(t, c, app, 1).FinishedAt != nil })
 	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"3s","reason":"short"}`), 200)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"hang drill, to the end"}`), 202)
 	var applied time.Time
-	eventually(t, 30*time.Second, "run #2 applies its override", func() bool {
+	servertest.Eventually(t, 30*time.Second, "run #2 applies its override", func() bool {
 		r := runView(t, c, app, 2)
 		if r.Progress.AppliedAt != nil {
 			applied = *r.Progress.AppliedAt
 		}
 		return r.Progress.AppliedAt != nil && e.etcdValue(key) != ""
 	})
-	eventually(t, time.Until(applied.Add(4*time.Second)), "the override is gone by its duration + 1 s", func() bool { return e.etcdValue(key) == "" })
+	servertest.Eventually(t, time.Until(applied.Add(4*time.Second)), "the override is gone by its duration + 1 s", func() bool { return e.etcdValue(key) == "" })
 	t.Logf("run #2's override (duration 3s) was gone %v after it was applied", time.Since(applied).Round(time.Millisecond))
+}
+
+// TestDrillEndsOnPersonChange: a person turning the drilled switch on
+// mid-run ends the drill inside their own change (the run's abort request
+// names them and what they did), and the override, which would hide their
+// change, is gone soon after.
+func TestDrillEndsOnPersonChange(t *testing.T) {
+	e := newEnv(t)
+	c := e.start(steadyLeader)
+	waitLeader(t, c)
+	const app = "shop-person"
+	dt := startDrillTarget(t, e, app, svcCorrect, 1)
+	seedDrill(t, c, app, dt.urls[0], "")
+	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/"+app+"/drills/reco", adminToken, `{"duration":"10m","reason":"held until a person acts"}`), 200)
+	waitInstances(t, c, app, 1)
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/drills/reco/runs", adminToken, `{"reason":"person drill"}`), 202)
+	key := "/switchyard/v1/default/overrides/" + app + "/recommend"
+	servertest.Eventually(t, 30*time.Second, "the run is active with its override", func() bool {
+		return runView(t, c, app, 1).Phase == drill.PhaseActive && e.etcdValue(key) != ""
+	})
+	mustStatus(t, call(t, c, "POST", "/api/v1/apps/"+app+"/switches/recommend/on", adminToken, `{"reason":"incident: degrade for real"}`), 200)
+	servertest.Eventually(t, 10*time.Second, "the override is gone", func() bool { return e.etcdValue(key) == "" })
+	v := waitRun(t, c, app, 1, 40*time.Second)
+	if v.Outcome != drill.OutcomeAborted || !strings.Contains(v.Progress.AbortReason, "changed the switch (switch.on): a person's change ends the drill") {
+		t.Fatalf("run: %s, abort %q", v.Outcome, v.Progress.AbortReason)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -94,7 +95,7 @@ func TestInstancesAndProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The fleet model follows etcd's watch: the instance shows within moments.
-	eventually(t, 5*time.Second, "the instance in the API", func() bool {
+	servertest.Eventually(t, 5*time.Second, "the instance in the API", func() bool {
 		r = mustStatus(t, call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, ""), 200)
 		return strings.Contains(r.Raw, `"instance_id":"pod-1"`) && strings.Contains(r.Raw, `"applied_revision":7`) && r.str("synced") == "true"
 	})
@@ -117,7 +118,7 @@ func TestInstancesAndProbes(t *testing.T) {
 		t.Fatalf("readyz with etcd down: %d %s", r.Status, r.Raw)
 	}
 	// With etcd down the fleet shows what it last knew, and says so.
-	eventually(t, 10*time.Second, "the instances say they are out of sync", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the instances say they are out of sync", func() bool {
 		r = call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, "")
 		return r.Status == 200 && r.str("synced") == "false" && strings.Contains(r.Raw, `"instance_id":"pod-1"`)
 	})
@@ -177,7 +178,7 @@ func TestConcurrentFlips(t *testing.T) {
 		t.Fatalf("verify: %+v %v", res, err)
 	}
 	var w wire.Switch
-	eventually(t, 5*time.Second, "etcd holds the final version", func() bool {
+	servertest.Eventually(t, 5*time.Second, "etcd holds the final version", func() bool {
 		_ = json.Unmarshal([]byte(e.etcdValue(wire.SwitchKey("default", "checkout", "flip"))), &w)
 		return w.Version == int64(1+ok)
 	})

@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -284,7 +285,7 @@ func drillBody(name string, tc egressCase) string {
 func waitRunOf(t *testing.T, c *console.Console, app, name string, n int, within time.Duration) drillRun {
 	t.Helper()
 	var v drillRun
-	eventually(t, within, fmt.Sprintf("run %s/%s #%d finishes", app, name, n), func() bool {
+	servertest.Eventually(t, within, fmt.Sprintf("run %s/%s #%d finishes", app, name, n), func() bool {
 		r := mustStatus(t, call(t, c, "GET", fmt.Sprintf("/api/v1/apps/%s/drills/%s/runs/%d", app, name, n), adminToken, ""), 200)
 		v = drillRun{Outcome: r.str("run", "outcome"), Summary: r.str("run", "summary"), Finished: r.str("run", "finished_at") != ""}
 		return v.Finished

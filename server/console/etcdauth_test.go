@@ -21,6 +21,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/agent"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -103,8 +104,8 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 		t.Fatalf("not published: %s", r.Raw)
 	}
 	h := client.Switch("recommend")
-	eventually(t, 10*time.Second, "the SDK answers on", func() bool { return h.On(ctx) })
-	eventually(t, 10*time.Second, "the agent answers on", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the SDK answers on", func() bool { return h.On(ctx) })
+	servertest.Eventually(t, 10*time.Second, "the agent answers on", func() bool {
 		res, err := http.Get(agentSrv.URL + "/v1/switches/recommend")
 		if err != nil {
 			return false
@@ -116,7 +117,7 @@ func TestEtcdTLSAndRoles(t *testing.T) {
 		return v.On
 	})
 	// Registration and reports: the console sees both instances.
-	eventually(t, 10*time.Second, "the console sees the SDK and the agent", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the console sees the SDK and the agent", func() bool {
 		r := call(t, c, "GET", "/api/v1/apps/checkout/instances", adminToken, "")
 		return strings.Contains(r.Raw, "inst-1") && strings.Contains(r.Raw, "agent-1")
 	})

@@ -190,17 +190,17 @@ func TestExpiryAutoOff(t *testing.T) {
 			return true
 		}
 	}
-	eventually(t, 10*time.Second, "every client sees reco on", allOn(true))
+	servertest.Eventually(t, 10*time.Second, "every client sees reco on", allOn(true))
 	if len(expiryEvents(t, c, "reco")) != 0 {
 		t.Fatal("the expiry job acted before the expiry")
 	}
 
 	clock.set(time.Hour + time.Second)
 	moved := time.Now()
-	eventually(t, 10*time.Second, "every client sees reco off", allOn(false))
+	servertest.Eventually(t, 10*time.Second, "every client sees reco off", allOn(false))
 	took := time.Since(moved)
 	clock.set(2*time.Hour + time.Second)
-	eventually(t, 10*time.Second, "the witness is turned off by a later step", func() bool { return checkoutState(t, c, "witness") == "off" })
+	servertest.Eventually(t, 10*time.Second, "the witness is turned off by a later step", func() bool { return checkoutState(t, c, "witness") == "off" })
 
 	evs := expiryEvents(t, c, "reco")
 	if len(evs) != 1 {
@@ -232,7 +232,7 @@ func TestExpiryRemind(t *testing.T) {
 
 	clock.set(time.Hour + time.Second)
 	moved := time.Now()
-	eventually(t, 10*time.Second, "one signed reminder delivered", func() bool { return len(reminders.accepted("expiry.reminder")) == 1 })
+	servertest.Eventually(t, 10*time.Second, "one signed reminder delivered", func() bool { return len(reminders.accepted("expiry.reminder")) == 1 })
 	delivered := time.Since(moved)
 	r := mustStatus(t, call(t, c, "GET", "/api/v1/findings?kind=expired_on&target=switch/checkout/reco", adminToken, ""), 200)
 	list, _ := r.Body["findings"].([]any)
@@ -258,7 +258,7 @@ func TestExpiryRemind(t *testing.T) {
 	}
 
 	clock.set(time.Hour + 31*time.Minute)
-	eventually(t, 10*time.Second, "one escalation delivered", func() bool { return len(escalations.accepted("expiry.escalation")) == 1 })
+	servertest.Eventually(t, 10*time.Second, "one escalation delivered", func() bool { return len(escalations.accepted("expiry.escalation")) == 1 })
 	if n := len(reminders.requests()); n != 1 {
 		t.Fatalf("the reminder channel got the escalation too: %d", n)
 	}
@@ -299,15 +299,15 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	switchOn(t, c, "second", "90m", server.ExpiryAutoOff)
 
 	clock.set(time.Hour + time.Second)
-	eventually(t, 10*time.Second, "first is turned off", func() bool { return checkoutState(t, c, "first") == "off" })
-	eventually(t, 10*time.Second, "the hanging receiver holds a request", func() bool { return hole.open() >= 1 })
+	servertest.Eventually(t, 10*time.Second, "first is turned off", func() bool { return checkoutState(t, c, "first") == "off" })
+	servertest.Eventually(t, 10*time.Second, "the hanging receiver holds a request", func() bool { return hole.open() >= 1 })
 	held := time.Now()
 
 	// Retries: each backoff (5s doubling) passes when the clock moves.
 	for i := 1; i <= 10 && len(flaky.accepted("expiry.turned_off")) < 1; i++ {
 		before := len(flaky.requests())
 		clock.set(time.Hour + time.Duration(i)*time.Minute)
-		eventually(t, 10*time.Second, "the next attempt", func() bool {
+		servertest.Eventually(t, 10*time.Second, "the next attempt", func() bool {
 			return len(flaky.requests()) > before || len(flaky.accepted("expiry.turned_off")) >= 1
 		})
 	}
@@ -316,7 +316,7 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	// the next switch at its usual pace.
 	clock.set(90*time.Minute + time.Second)
 	moved := time.Now()
-	eventually(t, 10*time.Second, "second is turned off", func() bool { return checkoutState(t, c, "second") == "off" })
+	servertest.Eventually(t, 10*time.Second, "second is turned off", func() bool { return checkoutState(t, c, "second") == "off" })
 	second := time.Since(moved)
 	heldFor := time.Since(held)
 	if hole.accepted.Load() != 1 || hole.open() != 1 {
@@ -328,11 +328,11 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	for i := 1; i <= 10 && len(flaky.accepted("expiry.turned_off")) < 2; i++ {
 		before := len(flaky.requests())
 		clock.set(90*time.Minute + time.Duration(i)*time.Minute)
-		eventually(t, 10*time.Second, "the next attempt", func() bool {
+		servertest.Eventually(t, 10*time.Second, "the next attempt", func() bool {
 			return len(flaky.requests()) > before || len(flaky.accepted("expiry.turned_off")) >= 2
 		})
 	}
-	eventually(t, 10*time.Second, "both events delivered to the flaky receiver", func() bool { return len(flaky.accepted("expiry.turned_off")) == 2 })
+	servertest.Eventually(t, 10*time.Second, "both events delivered to the flaky receiver", func() bool { return len(flaky.accepted("expiry.turned_off")) == 2 })
 	attempts := map[string][]string{}
 	for _, r := range flaky.requests() {
 		attempts[r.key] = append(attempts[r.key], r.attempt)
@@ -344,7 +344,7 @@ func TestDeliveryRetriesAndHangs(t *testing.T) {
 	}
 	// The log says so once each outcome is recorded.
 	var log response
-	eventually(t, 10*time.Second, "the delivery log shows both delivered after 3 attempts", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the delivery log shows both delivered after 3 attempts", func() bool {
 		log = mustStatus(t, call(t, c, "GET", "/api/v1/deliveries?channel=flaky", adminToken, ""), 200)
 		list, _ := log.Body["deliveries"].([]any)
 		for _, d := range list {
@@ -438,19 +438,19 @@ func TestNeverRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.Switch("used").On(ctx)
-	eventually(t, 15*time.Second, "the fleet sees used read", func() bool { return c.Fleet.Switch("checkout", "used").LastRead != nil })
+	servertest.Eventually(t, 15*time.Second, "the fleet sees used read", func() bool { return c.Fleet.Switch("checkout", "used").LastRead != nil })
 	watched := func(name string) bool {
 		var n int64
 		c.DB.Table("switch_reads").Where("app = ? AND name = ?", "checkout", name).Count(&n)
 		return n == 1
 	}
-	eventually(t, 10*time.Second, "the findings job watches ghost's reads", func() bool { return watched("ghost") })
+	servertest.Eventually(t, 10*time.Second, "the findings job watches ghost's reads", func() bool { return watched("ghost") })
 	if len(openFindings(t, c, finding.NeverRead)) != 0 {
 		t.Fatal("never_read before 30 days of watching")
 	}
 
 	clock.set(0)
-	eventually(t, 10*time.Second, "never_read opens for ghost", func() bool { return len(openFindings(t, c, finding.NeverRead)) == 1 })
+	servertest.Eventually(t, 10*time.Second, "never_read opens for ghost", func() bool { return len(openFindings(t, c, finding.NeverRead)) == 1 })
 	f := openFindings(t, c, finding.NeverRead)[0]
 	if f.Target != "switch/checkout/ghost" || f.Severity != finding.Warning {
 		t.Fatalf("never_read: %+v", f)
@@ -461,14 +461,14 @@ func TestNeverRead(t *testing.T) {
 
 	cl.Switch("ghost").On(ctx)
 	read := time.Now()
-	eventually(t, 15*time.Second, "never_read resolves once a client reads ghost", func() bool { return len(openFindings(t, c, finding.NeverRead)) == 0 })
+	servertest.Eventually(t, 15*time.Second, "never_read resolves once a client reads ghost", func() bool { return len(openFindings(t, c, finding.NeverRead)) == 0 })
 	took := time.Since(read)
 	all, err := finding.List(c.DB, finding.Filter{Kind: finding.NeverRead})
 	if err != nil || len(all) != 1 || !strings.HasPrefix(all[0].Resolution, "read by an instance at ") {
 		t.Fatalf("resolved never_read: %+v %v", all, err)
 	}
 	mustStatus(t, call(t, c, "PATCH", "/api/v1/apps/checkout/switches/ghost", adminToken, `{"owner":"team-recs","reason":"owned"}`), 200)
-	eventually(t, 10*time.Second, "no_owner resolves for ghost", func() bool { return len(openFindings(t, c, finding.NoOwner)) == 1 })
+	servertest.Eventually(t, 10*time.Second, "no_owner resolves for ghost", func() bool { return len(openFindings(t, c, finding.NoOwner)) == 1 })
 	t.Logf("never_read opened for the switch no client evaluates (%q); resolved %v after a client read it: %q",
 		f.Summary, took.Round(time.Millisecond), all[0].Resolution)
 }
@@ -518,13 +518,13 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	t.Cleanup(release)
 
 	dying := e.startProcess("dying", "SWITCHYARD_EXPIRY_INTERVAL=100ms")
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.startWith(nil, fastExpiry, func(c *console.Config) { c.ConsoleID = "survivor" })
 	state := func(n string) string { return checkoutState(t, survivor, n) }
-	eventually(t, 15*time.Second, "the leader acts on a1 and a2", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the leader acts on a1 and a2", func() bool {
 		return state("a1") == "off" && len(expiredOn(t, db, "a2")) == 1
 	})
-	eventually(t, 10*time.Second, "the leader waits on a3's row", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the leader waits on a3's row", func() bool {
 		var n int64
 		db.Raw("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
 		return n >= 1
@@ -535,7 +535,7 @@ func TestExpiryAcrossLeaderChange(t *testing.T) {
 	died := dying.kill(t)
 	release()
 
-	eventually(t, 20*time.Second, "the survivor finishes", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the survivor finishes", func() bool {
 		return state("a3") == "off" && state("a5") == "off" && len(expiredOn(t, db, "a4")) == 1
 	})
 	took := time.Since(died)
@@ -607,7 +607,7 @@ func TestNeverDrilledFollowsDrills(t *testing.T) {
 	}
 
 	clock.set(0)
-	eventually(t, 10*time.Second, "never_drilled opens", func() bool { return len(neverDrilled()) == 1 })
+	servertest.Eventually(t, 10*time.Second, "never_drilled opens", func() bool { return len(neverDrilled()) == 1 })
 	f := neverDrilled()[0]
 	if f.ResolvedAt != nil || f.Severity != finding.Warning || !strings.Contains(f.Detail, "never passed a drill") {
 		t.Fatalf("never_drilled: %+v", f)
@@ -621,7 +621,7 @@ func TestNeverDrilledFollowsDrills(t *testing.T) {
 	// The findings job asks the drills at most every 10 minutes.
 	clock.set(11 * time.Minute)
 	moved := time.Now()
-	eventually(t, 10*time.Second, "never_drilled resolves", func() bool { return neverDrilled()[0].ResolvedAt != nil })
+	servertest.Eventually(t, 10*time.Second, "never_drilled resolves", func() bool { return neverDrilled()[0].ResolvedAt != nil })
 	f = neverDrilled()[0]
 	if !strings.HasPrefix(f.Resolution, "a drill passed at ") {
 		t.Fatalf("resolution %q", f.Resolution)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -40,9 +41,9 @@ func TestEtcdOutage(t *testing.T) {
 		t.Fatalf("change during outage: %s", r.Raw)
 	}
 	e.etcd.Restart()
-	eventually(t, 15*time.Second, "the change reaches etcd", func() bool { return switchVersion(e, "checkout", "pay") == 2 })
+	servertest.Eventually(t, 15*time.Second, "the change reaches etcd", func() bool { return switchVersion(e, "checkout", "pay") == 2 })
 	// The row goes right after the etcd transaction that published it.
-	eventually(t, 5*time.Second, "the outbox is empty", func() bool {
+	servertest.Eventually(t, 5*time.Second, "the outbox is empty", func() bool {
 		var depth int64
 		return c.DB.Table("outbox").Count(&depth).Error == nil && depth == 0
 	})
@@ -70,7 +71,7 @@ func TestCrashBetweenCommitAndPublish(t *testing.T) {
 	}
 	c := e.start()
 	waitLeader(t, c)
-	eventually(t, 10*time.Second, "the orphaned change is published", func() bool { return switchVersion(e, "checkout", "orphan") == 1 })
+	servertest.Eventually(t, 10*time.Second, "the orphaned change is published", func() bool { return switchVersion(e, "checkout", "orphan") == 1 })
 }
 
 // TestDriftIsRevertedAndAudited: hand edits in etcd are reverted, unknown
@@ -90,13 +91,13 @@ func TestDriftIsRevertedAndAudited(t *testing.T) {
 	if _, err := e.cli.Put(ctx, ghost, `{"app":"checkout","name":"ghost","level":"L4","state":"on","rollout":{"percent":100},"version":1}`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "hand edit reverted and ghost deleted", func() bool {
+	servertest.Eventually(t, 10*time.Second, "hand edit reverted and ghost deleted", func() bool {
 		return e.etcdValue(key) == want && e.etcdValue(ghost) == ""
 	})
 	// The repair's audit events are written right after its etcd
 	// transaction.
 	var drift []audit.Event
-	eventually(t, 10*time.Second, "both repairs audited as drift", func() bool {
+	servertest.Eventually(t, 10*time.Second, "both repairs audited as drift", func() bool {
 		var err error
 		if drift, _, err = audit.List(ctx, c.DB, audit.Filter{Action: audit.Drift}); err != nil {
 			t.Fatal(err)
@@ -124,7 +125,7 @@ func TestTwoConsoles(t *testing.T) {
 	e := newEnv(t)
 	a := e.start(func(c *console.Config) { c.ConsoleID = "a" })
 	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
-	eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
+	servertest.Eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
 	leader, follower := a, b
 	if b.Scheduler.Leading() {
 		leader, follower = b, a
@@ -142,7 +143,7 @@ func TestTwoConsoles(t *testing.T) {
 	}
 	stopped := time.Now()
 	stop(leader)
-	eventually(t, 15*time.Second, "the follower takes over", follower.Scheduler.Leading)
+	servertest.Eventually(t, 15*time.Second, "the follower takes over", follower.Scheduler.Leading)
 	t.Logf("takeover after %v", time.Since(stopped).Round(time.Millisecond))
 	r = mustStatus(t, call(t, follower, "POST", "/api/v1/apps/checkout/switches/via-follower/on", adminToken, `{"reason":"after takeover"}`), 200)
 	if r.str("published") != "true" || switchVersion(e, "checkout", "via-follower") != 2 {
@@ -248,9 +249,9 @@ func TestHungDatabase(t *testing.T) {
 func TestLeaderCrash(t *testing.T) {
 	e := newEnv(t)
 	crashing := e.startProcess("a")
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "a" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "a" })
 	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
-	eventually(t, 15*time.Second, "the survivor campaigns", func() bool { return candidates(e) == 2 })
+	servertest.Eventually(t, 15*time.Second, "the survivor campaigns", func() bool { return candidates(e) == 2 })
 	r := mustStatus(t, call(t, b, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
 	if r.str("published") != "true" {
 		t.Fatalf("the leader process does not publish: %s", r.Raw)
@@ -324,11 +325,11 @@ func TestWipedEtcdIsRebuilt(t *testing.T) {
 	if _, err := e.cli.Delete(ctx, prefix, clientv3.WithPrefix()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "every key republished", func() bool {
+	servertest.Eventually(t, 15*time.Second, "every key republished", func() bool {
 		resp, err := e.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == n
 	})
-	eventually(t, 5*time.Second, "every repair audited", func() bool {
+	servertest.Eventually(t, 5*time.Second, "every repair audited", func() bool {
 		events, _, err := audit.List(ctx, c.DB, audit.Filter{Action: "drift", Limit: 1000})
 		return err == nil && len(events) == n
 	})
@@ -386,7 +387,7 @@ func TestShutdownWithEtcdDown(t *testing.T) {
 	leader := e.start(func(c *console.Config) { c.ConsoleID = "a" })
 	waitLeader(t, leader)
 	follower := e.start(func(c *console.Config) { c.ConsoleID = "b" })
-	eventually(t, 15*time.Second, "the follower campaigns", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the follower campaigns", func() bool {
 		resp, err := e.cli.Get(context.Background(), wire.ElectionKey("default"), clientv3.WithPrefix(), clientv3.WithCountOnly())
 		return err == nil && resp.Count == 2
 	})
@@ -417,7 +418,7 @@ func TestEtcdOutageLongerThanSessionTTL(t *testing.T) {
 	e.log = slog.New(slog.NewTextHandler(&logs, nil))
 	a := e.start(func(c *console.Config) { c.ConsoleID = "a"; c.PublishWait = 300 * time.Millisecond })
 	b := e.start(func(c *console.Config) { c.ConsoleID = "b" })
-	eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
+	servertest.Eventually(t, 15*time.Second, "one console leads", func() bool { return a.Scheduler.Leading() != b.Scheduler.Leading() })
 	mustStatus(t, call(t, a, "POST", "/api/v1/apps/checkout/switches", adminToken, `{"name":"pay","level":"L4","reason":"seed"}`), 201)
 
 	e.etcd.Stop()
@@ -428,7 +429,7 @@ func TestEtcdOutageLongerThanSessionTTL(t *testing.T) {
 	}
 	// The outage outlasts the session: the leader steps down and gives up
 	// revoking its lease while etcd is away.
-	eventually(t, 15*time.Second, "the leader gave up revoking its lease", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the leader gave up revoking its lease", func() bool {
 		return strings.Contains(logs.String(), "revoking it when etcd answers")
 	})
 	if a.Scheduler.Leading() || b.Scheduler.Leading() {
@@ -437,7 +438,7 @@ func TestEtcdOutageLongerThanSessionTTL(t *testing.T) {
 	e.etcd.Restart()
 	back := time.Now()
 	cli := e.etcd.Client(t) // a fresh client: the test's own may still be backing off
-	eventually(t, 15*time.Second, "the change reaches etcd", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the change reaches etcd", func() bool {
 		v, _ := e.etcd.Get(t, cli, wire.SwitchKey("default", "checkout", "pay"))
 		var w wire.Switch
 		return json.Unmarshal([]byte(v), &w) == nil && w.Version == 2

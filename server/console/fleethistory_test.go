@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -42,7 +43,7 @@ func TestFleetHistorySurvivesRestart(t *testing.T) {
 		if _, err := e.cli.Put(ctx, wire.InstanceKey("default", app, "i1"), string(v)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 15*time.Second, "the report is sampled", func() bool {
+		servertest.Eventually(t, 15*time.Second, "the report is sampled", func() bool {
 			pts := a.Fleet.History(app, name, at)
 			return len(pts) > 0 && (pts[len(pts)-1].Value > 0) == (perSecond > 0) // about perSecond: the clock runs on too
 		})
@@ -52,7 +53,7 @@ func TestFleetHistorySurvivesRestart(t *testing.T) {
 	}
 	before := a.Fleet.History(app, name, time.Time{})
 	last := before[len(before)-1].At.Unix()
-	eventually(t, 15*time.Second, "the leader stored the newest frame", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the leader stored the newest frame", func() bool {
 		var newest int64
 		e.db(t).Raw("SELECT COALESCE(MAX(at), 0) FROM fleet_history").Scan(&newest)
 		return newest >= last
@@ -111,7 +112,7 @@ func TestFleetHistorySurvivesRestart(t *testing.T) {
 	e.db(t).Raw("SELECT MAX(at) FROM fleet_history").Scan(&handover)
 	stop(b)
 	waitLeader(t, c)
-	eventually(t, 15*time.Second, "the new leader stores frames", func() bool {
+	servertest.Eventually(t, 15*time.Second, "the new leader stores frames", func() bool {
 		var newest int64
 		e.db(t).Raw("SELECT MAX(at) FROM fleet_history").Scan(&newest)
 		return newest > handover
@@ -122,7 +123,7 @@ func TestFleetHistorySurvivesRestart(t *testing.T) {
 
 	// Hours later only the last hour is kept.
 	clk.advance(2 * length)
-	eventually(t, 15*time.Second, "frames older than the history length deleted", func() bool {
+	servertest.Eventually(t, 15*time.Second, "frames older than the history length deleted", func() bool {
 		var old, rows int64
 		e.db(t).Raw("SELECT COUNT(*) FROM fleet_history WHERE at < ?", clk.now().Add(-length).Unix()).Scan(&old)
 		e.db(t).Raw("SELECT COUNT(*) FROM fleet_history").Scan(&rows)

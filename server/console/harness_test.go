@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -95,18 +96,7 @@ func stop(c *console.Console) {
 // waitLeader waits until c leads the scheduler.
 func waitLeader(t testing.TB, c *console.Console) {
 	t.Helper()
-	eventually(t, 15*time.Second, "console leads", c.Scheduler.Leading)
-}
-
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	servertest.Eventually(t, 15*time.Second, "console leads", c.Scheduler.Leading)
 }
 
 // response is a decoded API answer.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
 	"github.com/switchyard-io/switchyard/server/lead"
@@ -70,7 +71,7 @@ func TestLeaderKilledMidJob(t *testing.T) {
 	stop(boot)
 
 	dying := e.startProcess("dying", childJobEnv+"=hold")
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.startWith([]console.Option{console.WithJob(func(c *console.Console) lead.Job {
 		return &stepsJob{svc: c.Service}
 	})}, func(c *console.Config) { c.ConsoleID = "survivor" })
@@ -84,7 +85,7 @@ func TestLeaderKilledMidJob(t *testing.T) {
 		}
 		return evs
 	}
-	eventually(t, 20*time.Second, "the survivor finishes the job", func() bool { return len(events()) == 1+planSteps })
+	servertest.Eventually(t, 20*time.Second, "the survivor finishes the job", func() bool { return len(events()) == 1+planSteps })
 	t.Logf("the job finished %v after its leader died mid-step", time.Since(died).Round(time.Millisecond))
 	seen := map[string]int{}
 	for _, ev := range events() {

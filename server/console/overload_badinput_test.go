@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -111,7 +112,7 @@ func TestOverloadLimitKinds(t *testing.T) {
 		var in struct{ Resource string }
 		_ = json.Unmarshal([]byte(body), &in)
 		key := wire.LimitKey("default", "checkout", in.Resource)
-		eventually(t, 10*time.Second, "publish of "+in.Resource, func() bool { return e.etcdValue(key) != "" })
+		servertest.Eventually(t, 10*time.Second, "publish of "+in.Resource, func() bool { return e.etcdValue(key) != "" })
 		pub, err := wire.DecodeLimitRule([]byte(e.etcdValue(key)))
 		if err != nil {
 			t.Fatalf("published %s does not decode: %v", in.Resource, err)

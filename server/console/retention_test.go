@@ -30,7 +30,7 @@ func TestRetentionJobRuns(t *testing.T) {
 	c := e.start(func(cfg *console.Config) { cfg.Retention = 30 * 24 * time.Hour })
 	waitLeader(t, c)
 	var evs []audit.Event
-	eventually(t, 10*time.Second, "the prune is audited", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the prune is audited", func() bool {
 		evs, _, _ = c.Service.ListAudit(context.Background(), audit.Filter{Action: audit.RetentionPrune})
 		return len(evs) > 0
 	})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/promtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -68,7 +69,7 @@ func (e *env) startClients(app, name string, ids []string, labels map[string]str
 // waitFleet waits until c's fleet model sees n live instances of app.
 func waitFleet(t testing.TB, c *console.Console, app string, n int) {
 	t.Helper()
-	eventually(t, 15*time.Second, fmt.Sprintf("the fleet model sees %d instances of %s", n, app), func() bool {
+	servertest.Eventually(t, 15*time.Second, fmt.Sprintf("the fleet model sees %d instances of %s", n, app), func() bool {
 		_, total := c.Fleet.AppliedBy(app, 0, nil)
 		return total == n
 	})
@@ -100,7 +101,7 @@ func plan(t testing.TB, c *console.Console, app string, id int64) rollout.View {
 func waitPlan(t testing.TB, c *console.Console, app string, id int64, within time.Duration, what string, cond func(v rollout.View) bool) rollout.View {
 	t.Helper()
 	var v rollout.View
-	eventually(t, within, what, func() bool { v = plan(t, c, app, id); return cond(v) })
+	servertest.Eventually(t, within, what, func() bool { v = plan(t, c, app, id); return cond(v) })
 	return v
 }
 
@@ -205,7 +206,7 @@ func TestRolloutFollowsTheFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	lease := e.stuckInstance(app, stuck, head.Header.Revision)
-	eventually(t, 10*time.Second, "the fleet model sees 21 instances", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the fleet model sees 21 instances", func() bool {
 		_, total := c.Fleet.AppliedBy(app, 0, nil)
 		return total == 21
 	})
@@ -373,7 +374,7 @@ func TestRolloutGates(t *testing.T) {
 		mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/pay/on", adminToken,
 			`{"reason":"half a percent of tenants","rollout":{"percent":0.5,"stickiness":"key","selector":"zone=a"}}`), 200)
 		before, version := switchState(t, c, app, "pay")
-		eventually(t, 10*time.Second, "the client applied the manual change", func() bool { return fc.c.Switches()["pay"].Version == version })
+		servertest.Eventually(t, 10*time.Second, "the client applied the manual change", func() bool { return fc.c.Switches()["pay"].Version == version })
 		keysBefore := keysOn(fc)
 		prom.Exporter.Set("checkout_error_ratio", 0.01)
 		prom.Sync(t)
@@ -387,7 +388,7 @@ func TestRolloutGates(t *testing.T) {
 		if got := *v.History[0].Verdicts[0].Value; got != 0.01 {
 			t.Fatalf("verdict value %v", got)
 		}
-		eventually(t, 10*time.Second, "the client applied 10 %", func() bool { return len(keysOn(fc)) > len(keysBefore) })
+		servertest.Eventually(t, 10*time.Second, "the client applied 10 %", func() bool { return len(keysOn(fc)) > len(keysBefore) })
 		t.Logf("step 1 holds at %s: %d of 2000 keys on (%d before); error ratio 0.01 passes", v.History[0].Target, len(keysOn(fc)), len(keysBefore))
 
 		prom.Exporter.Set("checkout_error_ratio", 0.5)
@@ -402,7 +403,7 @@ func TestRolloutGates(t *testing.T) {
 		if !reflect.DeepEqual(after, before) {
 			t.Fatalf("after the revert:\n %+v\nbefore the plan:\n %+v", after, before)
 		}
-		eventually(t, 10*time.Second, "the client serves the same keys as before", func() bool { return slices.Equal(keysOn(fc), keysBefore) })
+		servertest.Eventually(t, 10*time.Second, "the client serves the same keys as before", func() bool { return slices.Equal(keysOn(fc), keysBefore) })
 		cause := rollout.Cause(app, "pay", id)
 		changes := planChanges(t, c, app, "pay", cause)
 		if len(changes) != 2 || changes[0].Action != audit.SwitchOn || changes[1].Action != audit.SwitchRestore {
@@ -435,7 +436,7 @@ func TestRolloutGates(t *testing.T) {
 			}
 		}()
 		defer func() { close(stop); <-done }()
-		eventually(t, 10*time.Second, "the fleet reports reads of cart", func() bool { return c.Fleet.Switch(app, "cart").Signals == 1 })
+		servertest.Eventually(t, 10*time.Second, "the fleet reports reads of cart", func() bool { return c.Fleet.Switch(app, "cart").Signals == 1 })
 		before, _ := switchState(t, c, app, "cart")
 
 		id := startPlan(t, c, app, `{"switch":"cart","template":"default",`+
@@ -453,7 +454,7 @@ func TestRolloutGates(t *testing.T) {
 		if !reflect.DeepEqual(after, before) {
 			t.Fatalf("after the revert %+v, before the plan %+v", after, before)
 		}
-		eventually(t, 10*time.Second, "the client sees cart off again", func() bool { return !cart.On(context.Background()) })
+		servertest.Eventually(t, 10*time.Second, "the client sees cart off again", func() bool { return !cart.On(context.Background()) })
 	})
 
 	t.Run("a condition without data pauses", func(t *testing.T) {
@@ -517,7 +518,7 @@ func TestRolloutLeaderKilledDuringHold(t *testing.T) {
 	stop(boot)
 
 	dying := e.startProcess("dying")
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.start(func(c *console.Config) { c.ConsoleID = "survivor" })
 	waitFleet(t, survivor, app, 2)
 
@@ -529,7 +530,7 @@ func TestRolloutLeaderKilledDuringHold(t *testing.T) {
 	}
 	<-time.After(time.Until(convergedAt.Add(3 * time.Second))) // the child runs on real time: kill it inside its hold
 	killed := dying.kill(t)
-	eventually(t, 15*time.Second, "the survivor leads", survivor.Scheduler.Leading)
+	servertest.Eventually(t, 15*time.Second, "the survivor leads", survivor.Scheduler.Leading)
 	leading := time.Now()
 
 	v = waitPlan(t, survivor, app, id, 30*time.Second, "the survivor finishes the plan", func(v rollout.View) bool { return v.State == rollout.Done })
@@ -657,7 +658,7 @@ func TestRolloutPeopleWin(t *testing.T) {
 	if st, _ := switchState(t, c, app, "reco"); st.State != wire.StateOff || !reflect.DeepEqual(st, v.Before) {
 		t.Fatalf("after abort with revert: %+v, before the plan %+v", st, v.Before)
 	}
-	eventually(t, 10*time.Second, "every client sees it off", func() bool { return len(answeringOn(fc)) == 0 })
+	servertest.Eventually(t, 10*time.Second, "every client sees it off", func() bool { return len(answeringOn(fc)) == 0 })
 
 	var trail []string
 	for _, ev := range events(t, c, cause) {
@@ -875,7 +876,7 @@ func TestRolloutEtcdOutage(t *testing.T) {
 	e.etcd.Stop()
 	clk.advance(2 * time.Minute)
 	down := clk.now()
-	eventually(t, 15*time.Second, "the console knows etcd is away", func() bool { return !c.Fleet.Synced() })
+	servertest.Eventually(t, 15*time.Second, "the console knows etcd is away", func() bool { return !c.Fleet.Synced() })
 	if v := plan(t, c, app, id); len(v.History) > 1 && converged(v, 1) {
 		t.Fatalf("step 2 converged with etcd away: %+v", v.History[1])
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -35,7 +36,7 @@ func TestShutdownWithConnectedClient(t *testing.T) {
 	}
 	defer client.Close()
 	reviews := client.Switch("reviews")
-	eventually(t, 10*time.Second, "the client sees the switch on", func() bool { return reviews.On(ctx) })
+	servertest.Eventually(t, 10*time.Second, "the client sees the switch on", func() bool { return reviews.On(ctx) })
 
 	began := time.Now()
 	stop(c)
@@ -55,5 +56,5 @@ func TestShutdownWithConnectedClient(t *testing.T) {
 	defer stop(c)
 	waitLeader(t, c)
 	mustStatus(t, call(t, c, "POST", "/api/v1/apps/checkout/switches/reviews/off", adminToken, `{"reason":"after the restart"}`), 200)
-	eventually(t, 20*time.Second, "the client reconnects and sees the switch off", func() bool { return !reviews.On(ctx) })
+	servertest.Eventually(t, 20*time.Second, "the client reconnects and sees the switch off", func() bool { return !reviews.On(ctx) })
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -190,7 +191,7 @@ func TestConsolesStartTogether(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	eventually(t, 15*time.Second, "exactly one console leads", func() bool {
+	servertest.Eventually(t, 15*time.Second, "exactly one console leads", func() bool {
 		leaders := 0
 		for _, c := range consoles {
 			if c.Scheduler.Leading() {

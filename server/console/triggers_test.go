@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/promtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -64,7 +65,7 @@ func allSee(clients []*sdk.Client, name string, on bool) bool {
 // how long that took.
 func waitAll(t *testing.T, clients []*sdk.Client, name string, on bool, from time.Time, within time.Duration) time.Duration {
 	t.Helper()
-	eventually(t, within, fmt.Sprintf("all %d SDK clients see %s %v", len(clients), name, on), func() bool { return allSee(clients, name, on) })
+	servertest.Eventually(t, within, fmt.Sprintf("all %d SDK clients see %s %v", len(clients), name, on), func() bool { return allSee(clients, name, on) })
 	return time.Since(from)
 }
 
@@ -165,7 +166,7 @@ func TestTriggerEndToEnd(t *testing.T) {
 	// Wait until cpu-high has seen errors for longer than recover.for plus
 	// two intervals: long enough for a 0 to have turned it off.
 	var errs []trigger.Evaluation
-	eventually(t, 20*time.Second, "cpu-high evaluates errors for recover.for + 2 intervals", func() bool {
+	servertest.Eventually(t, 20*time.Second, "cpu-high evaluates errors for recover.for + 2 intervals", func() bool {
 		errs = errs[:0]
 		for _, ev := range evaluations(t, c, "cpu-high") {
 			if ev.At.After(stopped) {
@@ -241,13 +242,13 @@ func TestTriggerLeaderKilledWhilePending(t *testing.T) {
 	stop(boot)
 
 	dying := e.startProcess("dying", "SWITCHYARD_PROMETHEUS_URL="+prom.URL, "SWITCHYARD_TRIGGER_INTERVAL="+evalInterval.String())
-	eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
+	servertest.Eventually(t, 15*time.Second, "the process leads", func() bool { return electionLeader(e) == "dying" })
 	survivor := e.start(withTriggers(prom), func(c *console.Config) { c.ConsoleID = "survivor" })
-	eventually(t, 15*time.Second, "the survivor campaigns", func() bool { return candidates(e) == 2 })
+	servertest.Eventually(t, 15*time.Second, "the survivor campaigns", func() bool { return candidates(e) == 2 })
 
 	prom.Exporter.Set("checkout_cpu", 95)
 	var since time.Time
-	eventually(t, 10*time.Second, "the leader starts the hold", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the leader starts the hold", func() bool {
 		st := ruleStatus(t, survivor, "cpu-high")
 		since = st.Since
 		return st.Phase == trigger.PhasePendingOn
@@ -257,7 +258,7 @@ func TestTriggerLeaderKilledWhilePending(t *testing.T) {
 	if !died.Before(due) {
 		t.Fatalf("the leader died %v after the hold ended: nothing to resume", died.Sub(due))
 	}
-	eventually(t, 20*time.Second, "the survivor fires", func() bool {
+	servertest.Eventually(t, 20*time.Second, "the survivor fires", func() bool {
 		sw := mustStatus(t, call(t, survivor, "GET", "/api/v1/apps/checkout/switches/recommend", adminToken, ""), 200)
 		return sw.str("switch", "state") == "on"
 	})

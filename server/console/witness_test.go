@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/audit/witness"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/console"
 )
 
@@ -71,7 +72,7 @@ func checkpointed(t *testing.T, c *console.Console) int64 {
 	t.Helper()
 	ctx := context.Background()
 	var size int64
-	eventually(t, 15*time.Second, "a checkpoint of the whole log", func() bool {
+	servertest.Eventually(t, 15*time.Second, "a checkpoint of the whole log", func() bool {
 		n, err := audit.TreeSize(ctx, c.DB)
 		cp, err2 := audit.LatestCheckpoint(ctx, c.DB)
 		if err != nil || err2 != nil || cp == nil {

@@ -1,7 +1,6 @@
 package drill
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -26,32 +25,6 @@ func mustPlan(t *testing.T, s Spec) *plan {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// TestPointer: RFC 6901 parsing and resolution, including escapes, array
-// indexes and members whose value is null.
-func TestPointer(t *testing.T) {
-	var doc any
-	_ = json.Unmarshal([]byte(`{"items":[{"id":"a"}],"a/b":1,"m~n":2,"nil":null,"":3,"01":4}`), &doc)
-	for _, tc := range []struct {
-		ptr  string
-		want bool
-		bad  bool
-	}{
-		{"", true, false}, {"/items", true, false}, {"/items/0/id", true, false}, {"/items/1", false, false},
-		{"/items/-", false, false}, {"/items/01", false, false}, {"/a~1b", true, false}, {"/m~0n", true, false},
-		{"/nil", true, false}, {"/", true, false}, {"/01", true, false}, {"/missing", false, false}, {"/items/0/id/x", false, false},
-		{"items", false, true}, {"/a~2", false, true}, {"/a~", false, true},
-	} {
-		p, err := parsePointer(tc.ptr)
-		if (err != nil) != tc.bad {
-			t.Errorf("%q: parse error %v, want bad=%v", tc.ptr, err, tc.bad)
-			continue
-		}
-		if !tc.bad && p.resolve(doc) != tc.want {
-			t.Errorf("%q: resolve %v, want %v", tc.ptr, !tc.want, tc.want)
-		}
-	}
 }
 
 // TestDueAt: the cron times owed between the last one dealt with and now,
@@ -209,11 +182,51 @@ func TestObserve(t *testing.T) {
 	}
 }
 
+// TestJudgeCapacity: the load must fall by the minimum drop from the
+// baseline to the degraded window; the verdict says both values, and no
+// value (or no load before) is inconclusive, not a pass.
+func TestJudgeCapacity(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	val := func(v float64) *LoadSample { return &LoadSample{At: at, Value: &v} }
+	c := &Capacity{Source: "fleet", Query: `allowed_rate{limit="recs-backend"}`, MinDrop: 0.5}
+	for _, tc := range []struct {
+		name           string
+		before, during *LoadSample
+		applied        bool
+		want           string
+		summary        string
+	}{
+		{"calls stopped", val(100), val(0), true, Pass, "load 100 → 0: fell by 100 % (at least 50 % required)"},
+		{"halved exactly", val(100), val(50), true, Pass, "fell by 50 %"},
+		{"fallback still calls", val(100), val(96), true, Fail, "load 100 → 96: fell by 4 % (at least 50 % required); the degraded path still costs what it should spare"},
+		{"load rose", val(100), val(120), true, Fail, "rose by 20 %"},
+		{"no data degraded", val(100), &LoadSample{At: at, NoData: true}, true, Inconclusive, "before 100, degraded no data"},
+		{"error before", &LoadSample{At: at, Error: "prometheus down"}, val(0), true, Inconclusive, "error: prometheus down"},
+		{"no load before", val(0), val(0), true, Inconclusive, "no load before the run"},
+		{"never applied", nil, nil, false, Skipped, "never applied"},
+		{"not measured while on", val(100), nil, true, Skipped, "not measured"},
+	} {
+		p := &Progress{LoadBefore: tc.before, LoadDegraded: tc.during}
+		if tc.applied {
+			p.AppliedAt = &at
+		}
+		v := judgeCapacity(p, c)
+		if v.Result != tc.want || !strings.Contains(v.Summary, tc.summary) {
+			t.Errorf("%s: %s %q, want %s containing %q", tc.name, v.Result, v.Summary, tc.want, tc.summary)
+		}
+	}
+	pass := Verdict{Result: Pass}
+	fail := Verdict{Result: Fail}
+	if o := outcome(&Progress{}, Verdicts{TakesEffect: pass, FallbackCorrect: pass, Fast: pass, Recovers: pass, FreesCapacity: &fail}); o != OutcomeFailed {
+		t.Errorf("a failed capacity verdict: outcome %s", o)
+	}
+}
+
 // TestOutcome: any failed verdict fails the run, an abort wins, a skipped
 // or inconclusive check makes it inconclusive.
 func TestOutcome(t *testing.T) {
 	pass := Verdict{Result: Pass}
-	all := Verdicts{pass, pass, pass, pass}
+	all := Verdicts{TakesEffect: pass, FallbackCorrect: pass, Fast: pass, Recovers: pass}
 	if o := outcome(&Progress{}, all); o != OutcomePassed {
 		t.Error(o)
 	}

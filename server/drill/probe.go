@@ -137,8 +137,8 @@ func (pr *prober) one(ctx context.Context, p probePlan) (time.Duration, ProbeAns
 			ans.Missing = []string{"(the body is not JSON)"}
 		} else {
 			for _, ptr := range p.pointers {
-				if !ptr.resolve(doc) {
-					ans.Missing = append(ans.Missing, ptr.text)
+				if !ptr.Resolve(doc) {
+					ans.Missing = append(ans.Missing, ptr.String())
 				}
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,6 +63,10 @@ type Progress struct {
 	// its middleware, the highest seen while the override was on.
 	FleetP99MS *float64          `json:"fleet_degraded_p99_ms,omitempty"`
 	Conditions []ConditionSample `json:"conditions,omitempty"`
+	// LoadBefore and LoadDegraded are the capacity check's measurements:
+	// the baseline window and the latest of the degraded window.
+	LoadBefore   *LoadSample `json:"load_before,omitempty"`
+	LoadDegraded *LoadSample `json:"load_degraded,omitempty"`
 
 	AbortReason      string `json:"abort_reason,omitempty"`
 	AbortByCondition bool   `json:"abort_by_condition,omitempty"`
@@ -99,6 +104,28 @@ type ConditionSample struct {
 	Breached bool      `json:"breached"`
 }
 
+// LoadSample is one measurement of a capacity check's load: a finite
+// value, no data, or an error.
+type LoadSample struct {
+	At     time.Time `json:"at"`
+	Value  *float64  `json:"value,omitempty"`
+	NoData bool      `json:"no_data,omitempty"`
+	Error  string    `json:"error,omitempty"`
+}
+
+// String is the value for people, or why there is none.
+func (s *LoadSample) String() string {
+	switch {
+	case s == nil:
+		return "not measured"
+	case s.Error != "":
+		return "error: " + s.Error
+	case s.Value == nil:
+		return "no data"
+	}
+	return strconv.FormatFloat(*s.Value, 'g', 6, 64)
+}
+
 // InstanceEvidence is what the run saw of one instance. Times are
 // milliseconds after the override was written (…AfterMS) or removed
 // (Back…, Stopped…), as the console saw the fleet's reports.
@@ -127,13 +154,18 @@ type InstanceEvidence struct {
 	FlatSinceMS int64 `json:"flat_since_ms,omitempty"`
 }
 
-// Verdicts are the four checks of a run.
+// Verdicts are the four checks of a run, and a fifth when the drill has
+// a capacity check.
 type Verdicts struct {
-	TakesEffect     Verdict `json:"takes_effect"`
-	FallbackCorrect Verdict `json:"fallback_correct"`
-	Fast            Verdict `json:"fast"`
-	Recovers        Verdict `json:"recovers"`
+	TakesEffect     Verdict  `json:"takes_effect"`
+	FallbackCorrect Verdict  `json:"fallback_correct"`
+	Fast            Verdict  `json:"fast"`
+	Recovers        Verdict  `json:"recovers"`
+	FreesCapacity   *Verdict `json:"frees_capacity,omitempty"`
 }
+
+// verdictNames name the verdicts of all() for people, in its order.
+var verdictNames = []string{"takes effect", "fallback correct", "fast", "recovers", "frees capacity"}
 
 // firstFailingBody opens the verdict detail that holds an answer's excerpt.
 const firstFailingBody = "first failing body: "
@@ -146,7 +178,11 @@ type Verdict struct {
 }
 
 func (v *Verdicts) all() []*Verdict {
-	return []*Verdict{&v.TakesEffect, &v.FallbackCorrect, &v.Fast, &v.Recovers}
+	all := []*Verdict{&v.TakesEffect, &v.FallbackCorrect, &v.Fast, &v.Recovers}
+	if v.FreesCapacity != nil {
+		all = append(all, v.FreesCapacity)
+	}
+	return all
 }
 
 // seen is one live instance of the app as the fleet model shows it at a
@@ -323,14 +359,53 @@ func decide(phase string, p *Progress, pl *plan, now time.Time) action {
 	return actWait
 }
 
-// judge computes the four verdicts from the evidence.
+// judge computes the verdicts from the evidence.
 func judge(p *Progress, pl *plan) Verdicts {
-	return Verdicts{
+	v := Verdicts{
 		TakesEffect:     judgeEffect(p, pl),
 		FallbackCorrect: judgeFallback(p),
 		Fast:            judgeFast(p, pl),
 		Recovers:        judgeRecovery(p),
 	}
+	if pl.capacity != nil {
+		c := judgeCapacity(p, pl.capacity)
+		v.FreesCapacity = &c
+	}
+	return v
+}
+
+// judgeCapacity compares the load of the degraded window with the
+// baseline's: it passes when it fell by at least the minimum drop, fails
+// with both values when it did not, and is inconclusive without a value
+// on either side or with no load to free before the run.
+func judgeCapacity(p *Progress, c *Capacity) Verdict {
+	before, during := p.LoadBefore, p.LoadDegraded
+	details := []string{
+		fmt.Sprintf("%s (%s): before %s, degraded %s", c.Query, c.Source, before, during),
+	}
+	switch {
+	case p.AppliedAt == nil:
+		return Verdict{Result: Skipped, Summary: "the override was never applied", Details: details}
+	case during == nil:
+		return Verdict{Result: Skipped, Summary: "the load was not measured while the override was on (the run ended before the slice took it)", Details: details}
+	case before == nil || before.Value == nil || during.Value == nil:
+		return Verdict{Result: Inconclusive, Summary: fmt.Sprintf("no value to compare: before %s, degraded %s", before, during), Details: details}
+	case *before.Value <= 0:
+		return Verdict{Result: Inconclusive, Summary: fmt.Sprintf("no load before the run (%s) to free", before), Details: details}
+	}
+	drop := 1 - *during.Value / *before.Value
+	summary := fmt.Sprintf("load %s → %s: %s by %.0f %% (at least %.0f %% required)", before, during, fallOrRise(drop), math.Abs(drop)*100, c.MinDrop*100)
+	if drop < c.MinDrop {
+		return Verdict{Result: Fail, Summary: summary + "; the degraded path still costs what it should spare", Details: details}
+	}
+	return Verdict{Result: Pass, Summary: summary, Details: details}
+}
+
+func fallOrRise(drop float64) string {
+	if drop < 0 {
+		return "rose"
+	}
+	return "fell"
 }
 
 func judgeEffect(p *Progress, pl *plan) Verdict {

@@ -64,15 +64,14 @@ func (r *Run) Markdown(full bool) string {
 	}
 	if p.Verdicts != nil {
 		w("\n## Verdicts\n\n| check | result | why |\n|---|---|---|\n")
-		names := []string{"takes effect", "fallback correct", "fast", "recovers"}
 		for i, x := range p.Verdicts.all() {
-			w("| %s | %s | %s |\n", names[i], x.Result, mdCell(x.Summary))
+			w("| %s | %s | %s |\n", verdictNames[i], x.Result, mdCell(x.Summary))
 		}
 		for i, x := range p.Verdicts.all() {
 			if len(x.Details) == 0 {
 				continue
 			}
-			w("\n### %s\n\n", names[i])
+			w("\n### %s\n\n", verdictNames[i])
 			for _, d := range x.Details {
 				if body, ok := strings.CutPrefix(d, firstFailingBody); ok {
 					f := fence(body)

@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server"
 )
 
@@ -304,7 +305,7 @@ func (j *Job) coalesce(db *gorm.DB, d *Drill, outcome string, open *Run, first, 
 		total := max(prev.Count, 1) + n
 		return db.Model(&Run{}).Where("id = ?", prev.ID).Updates(map[string]any{
 			"count": total, "last_scheduled_for": last, "finished_at": now,
-			"summary": reasonText(summary(total, span(*prev.ScheduledFor, last))),
+			"summary": oneline.Clean(summary(total, span(*prev.ScheduledFor, last)), maxReason),
 		}).Error
 	}
 	r, err := newRun(db, d, now)
@@ -312,7 +313,7 @@ func (j *Job) coalesce(db *gorm.DB, d *Drill, outcome string, open *Run, first, 
 		return err
 	}
 	r.ScheduledFor, r.StartedVia, r.StartedBy, r.StartedByKind = &first, ViaSchedule, "schedule", audit.ActorDrill
-	r.Count, r.Summary = n, reasonText(summary(n, span(first, last)))
+	r.Count, r.Summary = n, oneline.Clean(summary(n, span(first, last)), maxReason)
 	if n > 1 || !last.Equal(first) {
 		r.LastScheduledFor = &last
 	}

@@ -97,7 +97,6 @@ func New(c Config) *Service {
 	}
 	s := &Service{cfg: c, db: c.Service.DB(), prober: newProber(c.Egress, c.Keys)}
 	s.job = &Job{s: s, wake: make(chan struct{}, 1), keepers: map[int64]*keeper{}, rounds: map[int64]*rounds{}}
-	c.Service.OnPersonChange(s.personChanged)
 	return s
 }
 
@@ -255,6 +254,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	d := &Drill{App: app, Name: in.Name, SwitchName: in.Switch, Spec: string(spec), Enabled: pl.enabled,
 		LastScheduledAt: &now, Version: 1, Reason: strings.TrimSpace(in.Reason), UpdatedBy: a.Name, UpdatedAt: now, CreatedAt: now}
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillCreate, Reason: in.Reason, App: app,
+		Pending: s.heldCreate(app, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			var n int64
 			if err := tx.Model(&Drill{}).Where("app = ? AND name = ?", app, in.Name).Count(&n).Error; err != nil {
@@ -295,6 +295,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 	now := s.cfg.Service.Now()
 	var out *Drill
 	err = s.cfg.Service.Commit(ctx, server.Audited{Actor: a, Action: audit.DrillUpdate, Reason: ch.Reason, App: app,
+		Pending: s.heldUpdate(app, name, p),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			var d Drill
 			if err := tx.Where("app = ? AND name = ?", app, name).Take(&d).Error; err != nil {
@@ -312,15 +313,12 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			d.Version++
 			d.Reason, d.UpdatedBy, d.UpdatedAt = strings.TrimSpace(ch.Reason), a.Name, now
-			res := tx.Model(&Drill{}).Where("id = ? AND version = ?", d.ID, d.Version-1).Updates(map[string]any{
+			err = server.UpdateVersioned(tx, &Drill{}, server.Versioned{ID: d.ID, Version: d.Version - 1, What: d.Target(), Sent: ch.Version}, map[string]any{
 				"spec": d.Spec, "switch_name": d.SwitchName, "enabled": d.Enabled, "last_scheduled_at": d.LastScheduledAt,
 				"version": d.Version, "reason": d.Reason, "updated_by": d.UpdatedBy, "updated_at": d.UpdatedAt,
 			})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, server.ChangedConcurrently(d.Target(), ch.Version)
+			if err != nil {
+				return "", nil, nil, err
 			}
 			out = &d
 			return d.Target(), before, d.View(now), nil
@@ -612,10 +610,11 @@ func (s *Service) LastPassed(ctx context.Context, app, name string) (time.Time, 
 	return r.FinishedAt.UTC(), true, nil
 }
 
-// personChanged ends the drills of a switch a person just changed, inside
-// the person's transaction: the override would hide their change. The
-// leader removes the override at its next step.
-func (s *Service) personChanged(j *server.JobTx, c server.PersonChange) error {
+// OnPersonChange ends the drills of a switch a person just changed,
+// inside the person's transaction (register it with
+// server.Service.OnPersonChange): the override would hide their change.
+// The leader removes the override at its next step.
+func (s *Service) OnPersonChange(j *server.JobTx, c server.PersonChange) error {
 	var runs []Run
 	if err := j.DB().Where("app = ? AND switch_name = ? AND finished_at IS NULL AND dry_run = ? AND abort_request = '' AND phase <> ?",
 		c.App, c.Name, false, PhaseRecovering).Find(&runs).Error; err != nil {

@@ -40,11 +40,13 @@ type Spec struct {
 	// starts; later it is recorded as missed (default 1m, at least 2s: two
 	// steps of the drill job, which may find the cron time up to a step
 	// late).
-	StartingDeadline string     `json:"starting_deadline,omitempty"`
-	Probes           []Probe    `json:"probes"`
-	Abort            Abort      `json:"abort"`
-	Blackout         []Blackout `json:"blackout,omitempty"`
-	Preflight        Preflight  `json:"preflight"`
+	StartingDeadline string  `json:"starting_deadline,omitempty"`
+	Probes           []Probe `json:"probes"`
+	// Capacity, when set, adds the verdict "frees capacity".
+	Capacity  *Capacity  `json:"capacity,omitempty"`
+	Abort     Abort      `json:"abort"`
+	Blackout  []Blackout `json:"blackout,omitempty"`
+	Preflight Preflight  `json:"preflight"`
 	// Enabled: a disabled drill's schedule does not fire (default true).
 	Enabled *bool `json:"enabled,omitempty"`
 }
@@ -102,6 +104,21 @@ type Probe struct {
 	Requests *int `json:"requests,omitempty"`
 	// Timeout bounds one request (default 2s).
 	Timeout string `json:"timeout,omitempty"`
+}
+
+// Capacity asks a run to prove that the degradation frees capacity: the
+// load Query measures (calls to the dependency the degradation spares,
+// such as allowed_rate{limit="recs-backend"} or a PromQL rate) must fall by
+// at least MinDrop from the baseline window, measured just before the
+// override is written, to the degraded window, measured while the
+// override is on once the slice took it (its last value before the
+// revert). A fallback that still calls the struggling dependency frees
+// nothing and fails, with both values.
+type Capacity struct {
+	Source string `json:"source"` // fleet | prometheus
+	Query  string `json:"query"`
+	// MinDrop is the least relative fall, 0–1 (0.5: the load must halve).
+	MinDrop float64 `json:"min_drop"`
 }
 
 // Abort ends a run early and reverts it.
@@ -200,6 +217,7 @@ type plan struct {
 	probes           []probePlan
 	failureRate      float64 // > 1: never
 	conditions       []Condition
+	capacity         *Capacity
 	blackouts        []blackoutPlan
 	enabled          bool
 }
@@ -208,7 +226,7 @@ type probePlan struct {
 	Probe
 	expectStatus int // ExpectStatus or its default
 	requests     int // Requests or its default
-	pointers     []pointer
+	pointers     []wire.Pointer
 	maxP99       time.Duration
 	timeout      time.Duration
 }
@@ -357,6 +375,18 @@ func (s *Spec) compile() (*plan, error) {
 		}
 	}
 	p.conditions = s.Abort.Conditions
+	if c := s.Capacity; c != nil {
+		if c.Source != "fleet" && c.Source != "prometheus" {
+			v.Addf("capacity.source", `must be "fleet" or "prometheus"`)
+		}
+		if strings.TrimSpace(c.Query) == "" {
+			v.Addf("capacity.query", "is required: the load the degradation must lower, such as allowed_rate{limit=\"recs-backend\"}")
+		}
+		if !(c.MinDrop > 0 && c.MinDrop <= 1) {
+			v.Addf("capacity.min_drop", "must be a share above 0 and at most 1 (0.5: the load must halve)")
+		}
+		p.capacity = c
+	}
 	if len(s.Blackout) > maxBlackouts {
 		v.Addf("blackout", "at most %d windows", maxBlackouts)
 	}
@@ -402,7 +432,7 @@ func (pr *Probe) compile(v *server.FieldErrors, f string) probePlan {
 		v.Addf(f+".required_fields", "at most %d pointers", maxFields)
 	}
 	for j, s := range pr.RequiredFields {
-		ptr, err := parsePointer(s)
+		ptr, err := wire.ParsePointer(s)
 		if err != nil {
 			v.Addf(fmt.Sprintf("%s.required_fields[%d]", f, j), "%v", err)
 			continue

@@ -3,9 +3,9 @@ package egress
 import (
 	"errors"
 	"net/url"
-	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/switchyard-io/switchyard/internal/oneline"
 )
 
 // MaxExcerpt bounds what of an answer's body the console keeps.
@@ -26,13 +26,7 @@ func Excerpt(body []byte, n int) string {
 			body = body[:len(body)-1]
 		}
 	}
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == utf8.RuneError || unicode.Is(unicode.Cf, r) {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(string(body), "?"))
-	s = strings.TrimSpace(s)
+	s := oneline.Clean(string(body), 0)
 	if cut {
 		s += "…"
 	}

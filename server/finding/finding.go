@@ -36,6 +36,15 @@ const (
 	// TriggerOverridden: another automation changed a switch against
 	// what its auto-trigger held; the rule locked.
 	TriggerOverridden Kind = "trigger_overridden"
+	// FallbackMismatch: shadow verification found the fallback of an L1
+	// or L2 switch no longer shaped like the live answer.
+	FallbackMismatch Kind = "fallback_mismatch"
+	// FallbackUnverified: an L1 or L2 switch off for long, with
+	// instances reporting, and no shadow sample matched in that time.
+	FallbackUnverified Kind = "fallback_unverified"
+	// BreakGlassReview: a held change was applied without approval;
+	// another person must review it (server/approval).
+	BreakGlassReview Kind = "break_glass_review"
 )
 
 // Severities.
@@ -155,13 +164,13 @@ type Filter struct {
 // ParseFilter reads the filters people give — kind, app and state (open,
 // resolved or all; empty is open) — naming each one that is wrong.
 func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
-	var bad []*server.FieldError
+	var bad server.FieldErrors
 	f := Filter{Kind: Kind(kind), App: app}
 	if f.Kind != "" && !f.Kind.Valid() {
-		bad = append(bad, &server.FieldError{Field: "kind", Msg: "is not a finding kind"})
+		bad.Add("kind", "is not a finding kind")
 	}
 	if f.App != "" && !wire.ValidApp(f.App) {
-		bad = append(bad, &server.FieldError{Field: "app", Msg: "must match ^[a-z0-9][a-z0-9._-]{0,62}$"})
+		bad.Add("app", "must match ^[a-z0-9][a-z0-9._-]{0,62}$")
 	}
 	switch state {
 	case "open", "":
@@ -170,7 +179,7 @@ func ParseFilter(kind, app, state string) (Filter, []*server.FieldError) {
 		f.Resolved = true
 	case "all":
 	default:
-		bad = append(bad, &server.FieldError{Field: "state", Msg: `must be "open", "resolved" or "all"`})
+		bad.Add("state", `must be "open", "resolved" or "all"`)
 	}
 	return f, bad
 }

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
 )
@@ -40,6 +41,10 @@ type JobConfig struct {
 	// DrillCheckEvery is how often LastPassed is asked, for every switch
 	// (default 10m).
 	DrillCheckEvery time.Duration
+	// UnverifiedAfter: an L1 or L2 switch off this long while instances
+	// report, without a matching shadow sample in that time, is
+	// fallback_unverified (default 7 days).
+	UnverifiedAfter time.Duration
 	// Fleet answers never_read; nil leaves never_read unjudged.
 	Fleet Fleet
 	// LastPassed answers never_drilled; nil leaves it unjudged.
@@ -57,6 +62,7 @@ func (c *JobConfig) defaults() {
 	set(&c.NeverReadAfter, 30*24*time.Hour)
 	set(&c.NeverDrilledAfter, 90*24*time.Hour)
 	set(&c.DrillCheckEvery, 10*time.Minute)
+	set(&c.UnverifiedAfter, 7*24*time.Hour)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -117,6 +123,13 @@ type Facts struct {
 	// passing drill (nil: none ever).
 	DrillKnown bool
 	LastPassed *time.Time
+	// Verifiable: an L1 or L2 switch that is off and does not disable
+	// shadow verification; OffSince is when it was last changed.
+	Verifiable bool
+	OffSince   time.Time
+	// Verification is the fleet's shadow verification of its fallback
+	// (nil: no instance reports any).
+	Verification *fleet.Verification
 }
 
 // Target is how findings name the switch.
@@ -141,7 +154,8 @@ type Verdict struct {
 }
 
 // Judge is the findings job's decision for one switch at now: a verdict
-// per kind it owns (no_owner, never_read, never_drilled).
+// per kind it owns (no_owner, never_read, never_drilled, fallback_mismatch,
+// fallback_unverified).
 func Judge(f Facts, now time.Time, cfg JobConfig) []Verdict {
 	cfg.defaults()
 	name := f.App + "/" + f.Name
@@ -192,7 +206,45 @@ func Judge(f Facts, now time.Time, cfg JobConfig) []Verdict {
 		drill.Outcome, drill.Spec = Bad, spec(NeverDrilled, Warning, fmt.Sprintf("%s has not passed a drill in %s", name, days(cfg.NeverDrilledAfter)),
 			detail+" A degradation nobody has exercised is not known to work: schedule a drill.")
 	}
-	return append(out, drill)
+	out = append(out, drill)
+	return append(out, judgeFallback(f, now, cfg, spec)...)
+}
+
+// judgeFallback judges fallback_mismatch and fallback_unverified from the
+// fleet's shadow verification. A mismatch is bad while any reporting
+// instance's newest sample differed; it is good again once instances
+// report only matches. Unverified is bad when a verifiable switch was off
+// for UnverifiedAfter, with instances reporting for as long, and no
+// sample matched in that time.
+func judgeFallback(f Facts, now time.Time, cfg JobConfig, spec func(kind Kind, sev, summary, detail string) Spec) []Verdict {
+	name := f.App + "/" + f.Name
+	v := f.Verification
+	mismatch := Verdict{Kind: FallbackMismatch}
+	switch {
+	case !f.Reporting || v == nil:
+	case v.Mismatching > 0:
+		detail := fmt.Sprintf("On %d of %d instances verifying it, the newest shadow sample of the degraded path had another shape than the live answer (%d mismatches, %d matches, %d errors, %d timeouts so far). Differences: %s. "+
+			"The fallback would serve callers a broken answer: fix it before the switch is needed.",
+			v.Mismatching, v.Instances, v.Mismatch, v.Match, v.Errors, v.Timeouts, strings.Join(v.Diffs, "; "))
+		mismatch.Outcome, mismatch.Spec = Bad, spec(FallbackMismatch, Warning, fmt.Sprintf("The fallback of %s lost the live answer's shape: %s", name, strings.Join(v.Diffs, "; ")), detail)
+	case v.Verified > 0:
+		mismatch.Outcome, mismatch.Why = Good, fmt.Sprintf("verified on %d/%d instances, last at %s", v.Verified, v.Instances, v.LastMatch.UTC().Format(time.RFC3339))
+	}
+	unverified := Verdict{Kind: FallbackUnverified}
+	watched := f.OffSince
+	if f.WatchedSince != nil && f.WatchedSince.After(watched) {
+		watched = *f.WatchedSince
+	}
+	switch {
+	case !f.Verifiable:
+		unverified.Outcome, unverified.Why = Good, "not an L1 or L2 switch that is off with verification on"
+	case v != nil && v.LastMatch != nil && now.Sub(*v.LastMatch) < cfg.UnverifiedAfter:
+		unverified.Outcome, unverified.Why = Good, "a shadow sample matched at "+v.LastMatch.UTC().Format(time.RFC3339)
+	case f.Reporting && f.WatchedSince != nil && now.Sub(watched) >= cfg.UnverifiedAfter:
+		unverified.Outcome, unverified.Spec = Bad, spec(FallbackUnverified, Info, fmt.Sprintf("The fallback of %s was not verified in %s", name, days(cfg.UnverifiedAfter)),
+			"Instances of its app report signals, but no shadow sample of its degraded path matched the live answer. List the switch in the SDK middleware's Verify option (or wrap the call in sdk.Verify) so its fallback is checked while it is off.")
+	}
+	return []Verdict{mismatch, unverified}
 }
 
 func days(d time.Duration) string {
@@ -203,12 +255,25 @@ func days(d time.Duration) string {
 }
 
 // mine are the kinds this job opens and resolves.
-var mine = []Kind{NoOwner, NeverRead, NeverDrilled}
+var mine = []Kind{NoOwner, NeverRead, NeverDrilled, FallbackMismatch, FallbackUnverified}
 
 // switchRow is what the job reads of a switch.
 type switchRow struct {
-	App, Name, Owner string
-	CreatedAt        time.Time
+	App, Name, Owner     string
+	Level, State         string
+	Verify               string
+	CreatedAt, UpdatedAt time.Time
+}
+
+// verifiable: an L1 or L2 switch that is off and does not disable shadow
+// verification.
+func (s *switchRow) verifiable() bool {
+	if (s.Level != string(wire.L1) && s.Level != string(wire.L2)) || s.State != wire.StateOff {
+		return false
+	}
+	sw := server.Switch{Verify: s.Verify}
+	v := sw.VerifySpec()
+	return v == nil || !v.Disabled
 }
 
 // Step judges every switch and applies the verdicts.
@@ -216,7 +281,7 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	now = now.UTC()
 	db := j.svc.DB().WithContext(ctx)
 	var switches []switchRow
-	if err := db.Table("switches").Select("app, name, owner, created_at").Order("app, name").Scan(&switches).Error; err != nil {
+	if err := db.Table("switches").Select("app, name, owner, level, state, verify, created_at, updated_at").Order("app, name").Scan(&switches).Error; err != nil {
 		return err
 	}
 	var open []Finding
@@ -242,7 +307,7 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	for _, s := range switches {
 		key := s.App + "/" + s.Name
 		exists[key] = true
-		f := Facts{App: s.App, Name: s.Name, Owner: s.Owner, Created: s.CreatedAt.UTC()}
+		f := Facts{App: s.App, Name: s.Name, Owner: s.Owner, Created: s.CreatedAt.UTC(), Verifiable: s.verifiable(), OffSince: s.UpdatedAt.UTC()}
 		if row, write := j.reads(&f, stored[key], now); write {
 			ops = append(ops, func(tx *gorm.DB) error {
 				return tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(row).Error
@@ -297,6 +362,7 @@ func (j *Job) reads(f *Facts, stored *readRow, now time.Time) (*readRow, bool) {
 	}
 	v := j.cfg.Fleet.Summary(f.App, f.Name)
 	f.Reporting = j.cfg.Fleet.Synced() && v.Signals > 0
+	f.Verification = v.Verification
 	live := utc(v.LastRead)
 	if live != nil && live.After(now) {
 		live = &now // an instance's clock ahead of ours
@@ -376,7 +442,8 @@ func utc(t *time.Time) *time.Time {
 }
 
 // Kinds lists every finding kind, for filters.
-var Kinds = []Kind{ExpiredOn, ExpiryReminder, NeverDrilled, NeverRead, NoOwner, TriggerLocked, DrillFailed, RolloutPaused, TriggerHandoff, TriggerOverridden}
+var Kinds = []Kind{ExpiredOn, ExpiryReminder, NeverDrilled, NeverRead, NoOwner, TriggerLocked, DrillFailed, RolloutPaused, TriggerHandoff, TriggerOverridden,
+	FallbackMismatch, FallbackUnverified, BreakGlassReview}
 
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return slices.Contains(Kinds, k) }

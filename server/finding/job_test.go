@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
+	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
 // TestJudge is the findings job's decision as a table: each kind is bad,
@@ -56,6 +57,24 @@ func TestJudge(t *testing.T) {
 			[]want{{finding.NeverDrilled, finding.Good, "a drill passed at"}}},
 		{"drill passed 100 days ago", with(func(f *finding.Facts) { f.DrillKnown, f.LastPassed = true, ago(100) }),
 			[]want{{finding.NeverDrilled, finding.Bad, "in 90 days"}}},
+		{"no verification reported", with(func(f *finding.Facts) { f.Reporting, f.Verifiable, f.OffSince = true, true, *ago(1) }),
+			[]want{{finding.FallbackMismatch, finding.Unknown, ""}, {finding.FallbackUnverified, finding.Unknown, ""}}},
+		{"fallback lost a field", with(func(f *finding.Facts) {
+			f.Reporting, f.Verifiable = true, true
+			f.Verification = &fleet.Verification{Instances: 3, Mismatching: 1, Verified: 2, Mismatch: 1, Match: 9, Diffs: []string{"/currency: missing"}, LastMatch: ago(0.01)}
+		}), []want{{finding.FallbackMismatch, finding.Bad, "lost the live answer's shape: /currency: missing"}, {finding.FallbackUnverified, finding.Good, "a shadow sample matched"}}},
+		{"fallback verified", with(func(f *finding.Facts) {
+			f.Reporting, f.Verifiable = true, true
+			f.Verification = &fleet.Verification{Instances: 14, Verified: 14, Match: 140, LastMatch: ago(0.001)}
+		}), []want{{finding.FallbackMismatch, finding.Good, "verified on 14/14 instances"}}},
+		{"off 8 days, watched 8 days, never matched", with(func(f *finding.Facts) {
+			f.Reporting, f.Verifiable, f.OffSince, f.WatchedSince = true, true, *ago(8), ago(8)
+		}), []want{{finding.FallbackUnverified, finding.Bad, "was not verified in 7 days"}}},
+		{"off 3 days: too soon", with(func(f *finding.Facts) {
+			f.Reporting, f.Verifiable, f.OffSince, f.WatchedSince = true, true, *ago(3), ago(30)
+		}), []want{{finding.FallbackUnverified, finding.Unknown, ""}}},
+		{"an L3 switch is not verifiable", with(func(f *finding.Facts) { f.Reporting, f.WatchedSince = true, ago(30) }),
+			[]want{{finding.FallbackUnverified, finding.Good, "not an L1 or L2 switch"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := map[finding.Kind]finding.Verdict{}

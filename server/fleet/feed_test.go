@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -23,17 +24,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestFeed: the model lists a namespace larger than one page, follows
@@ -62,7 +52,7 @@ func TestFeed(t *testing.T) {
 	go func() { defer close(done); m.Run(rctx, cli) }()
 	defer func() { stop(); <-done }()
 
-	eventually(t, "listed", func() bool { _, total := m.AppliedBy("checkout", 0, nil); return m.Synced() && total == n })
+	servertest.Eventually(t, 10*time.Second, "listed", func() bool { _, total := m.AppliedBy("checkout", 0, nil); return m.Synced() && total == n })
 	if v := m.Switch("checkout", "reco"); v.Value == nil || v.Value.Version != 3 || v.Applied != 0 {
 		t.Fatalf("switch view after listing: %+v", v)
 	}
@@ -79,8 +69,8 @@ func TestFeed(t *testing.T) {
 	if _, err := cli.Put(ctx, wire.InstanceKey("default", "checkout", "short"), string(report(t, "short", t0, rev, nil)), clientv3.WithLease(lease.ID)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the ack and the new instance", func() bool { a, total := m.AppliedBy("checkout", rev, nil); return a == 2 && total == n+1 })
-	eventually(t, "the lease-bound instance left", func() bool { _, total := m.AppliedBy("checkout", 0, nil); return total == n })
+	servertest.Eventually(t, 10*time.Second, "the ack and the new instance", func() bool { a, total := m.AppliedBy("checkout", rev, nil); return a == 2 && total == n+1 })
+	servertest.Eventually(t, 10*time.Second, "the lease-bound instance left", func() bool { _, total := m.AppliedBy("checkout", 0, nil); return total == n })
 	select {
 	case <-notices:
 	case <-time.After(3 * time.Second):
@@ -90,10 +80,10 @@ func TestFeed(t *testing.T) {
 	// An etcd outage: the model says it is out of sync, then lists again
 	// and keeps up.
 	srv.Stop()
-	eventually(t, "out of sync while etcd is down", func() bool { return !m.Synced() })
+	servertest.Eventually(t, 10*time.Second, "out of sync while etcd is down", func() bool { return !m.Synced() })
 	srv.Restart()
 	if _, err := cli.Put(ctx, wire.InstanceKey("default", "checkout", "late"), string(report(t, "late", t0, rev, nil))); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the instance put after the outage", func() bool { a, _ := m.AppliedBy("checkout", rev, nil); return m.Synced() && a == 2 })
+	servertest.Eventually(t, 10*time.Second, "the instance put after the outage", func() bool { a, _ := m.AppliedBy("checkout", rev, nil); return m.Synced() && a == 2 })
 }

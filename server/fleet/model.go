@@ -138,6 +138,9 @@ type instance struct {
 	reads    []uint32 // last read (unix seconds) by switch index
 	switches map[uint32]*switchSig
 	limits   map[string]*limitSig
+	// verify is the latest shadow verification of switches (by index)
+	// whose fallback the instance verifies; nil until one reports any.
+	verify map[uint32]*wire.VerifySignal
 }
 
 // switchSig is one switch's counters at one instance, with the rates
@@ -209,6 +212,12 @@ func (m *Model) mergeReport(a *appState, in *instance, r *wire.Report) {
 		seen[i] = true
 		if s.LastRead > 0 {
 			in.setRead(i, s.LastRead)
+		}
+		if s.Verify != nil {
+			if in.verify == nil {
+				in.verify = map[uint32]*wire.VerifySignal{}
+			}
+			in.verify[i] = s.Verify
 		}
 		sig := in.switches[i]
 		if sig == nil {

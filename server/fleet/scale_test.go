@@ -18,7 +18,7 @@ import (
 
 // BenchmarkScale simulates a fleet of 10,000 instances of one app reading
 // 1,000 switches, each reporting as the SDK does (every 10–12 s, only
-// the entries that changed; acks on the SDK's schedule, see ackMin), with
+// the entries that changed; acks on the SDK's schedule, sdk/ack), with
 // lightweight reporters sharing four etcd connections against one embedded
 // etcd. It reports the etcd writes per second the reports cost, the fleet
 // model's heap and CPU, and the time from a flip until applied-by-N/M reads
@@ -26,6 +26,27 @@ import (
 // Then a burst, burstFlips flips burstSpacing apart: the fleet's peak and
 // mean etcd writes a second (acks and reports) and the time from the last
 // flip until applied-by reads N/N (see docs/design.md, "Acks").
+//
+// The burst's two targets (issue 26: peak ≤ 2,000 writes/s, N/N ≤ 3 s)
+// cannot both hold at 10,000 instances: every instance must write after
+// the last flip before applied-by reads N/N, and 10,000 writes in 3 s are
+// ≥ 3,334 writes/s on average. The ack schedule keeps N/N (acks spread
+// over 1.5 s, so ~0.25 + 1.5 s plus etcd's queue) and pays a peak of about
+// N / 1.5 s = 6,667 writes/s, capped here by what the one embedded etcd
+// on this box absorbs; a 2,000/s peak would need a 5 s spread and N/N
+// ≈ 5.25 s.
+//
+// Measured on 2 cores shared with other work (load average 9–11), one run
+// each, back to back: before, the simulator wrote an instance's ack and its
+// periodic report as two writes (the SDK writes one); after, it follows
+// sdk/ack and the SDK's one write:
+//
+//	          flip→N/N   burst peak     burst mean     last flip→N/N
+//	before    1818 ms    7669 writes/s  3648 writes/s  1755 ms
+//	after     1755 ms    7427 writes/s  2779 writes/s  1776 ms
+//
+// N/N within 3 s after the burst and within 2 s after a single flip; the
+// peak is the spread's N / 1.5 s, as near as etcd on this box keeps up.
 //
 //	go test ./server/fleet -run '^$' -bench Scale -benchtime 1x
 func BenchmarkScale(b *testing.B) {
@@ -80,7 +101,7 @@ func BenchmarkScale(b *testing.B) {
 	modelCPU := (m.applyTime() - applyBefore).Seconds() / window.Seconds()
 	heap := liveHeap() - heapBefore
 
-	// A flip: every instance acks 250 ms–1 s after it sees it.
+	// A flip: every instance acks 250 ms–1.75 s after it sees it.
 	resp, err := clients[0].Put(ctx, wire.SwitchKey("default", "checkout", "sw-0000"),
 		`{"app":"checkout","name":"sw-0000","level":"L3","state":"on","rollout":{"percent":100},"version":2}`)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server/fleet"
@@ -25,18 +26,6 @@ type fleetClient struct {
 	h        *sdk.Handle
 	serve    http.Handler
 	degraded atomic.Uint64 // degraded answers it gave, as its own code saw them
-}
-
-// within waits for cond until d has passed.
-func within(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // TestSDKFleet runs 20 SDK clients on one embedded etcd, each serving
@@ -127,7 +116,7 @@ func TestSDKFleet(t *testing.T) {
 	sw.State, sw.Version = wire.StateOn, 2
 	flipped := time.Now()
 	rev := publish(sw)
-	within(t, 10*time.Second, "every client applied the flip", func() bool {
+	servertest.Eventually(t, 10*time.Second, "every client applied the flip", func() bool {
 		for _, fc := range clients {
 			if fc.c.Revision() < rev {
 				return false
@@ -135,7 +124,7 @@ func TestSDKFleet(t *testing.T) {
 		}
 		return true
 	})
-	within(t, interval+time.Second, "applied by 20/20", func() bool {
+	servertest.Eventually(t, interval+time.Second, "applied by 20/20", func() bool {
 		applied, total := m.AppliedBy(app, rev, nil)
 		return applied == n && total == n
 	})
@@ -163,7 +152,7 @@ func TestSDKFleet(t *testing.T) {
 	// A drill's "takes effect": within 5 s of the flip the model sees
 	// exactly the degraded instances answering degraded.
 	var v fleet.SwitchView
-	within(t, 5*time.Second-time.Since(flipped), "the degraded instances answering degraded", func() bool {
+	servertest.Eventually(t, 5*time.Second-time.Since(flipped), "the degraded instances answering degraded", func() bool {
 		v = m.Switch(app, name)
 		return sameSet(answering(v), on) && v.AnsweringDegraded == len(on)
 	})
@@ -176,7 +165,7 @@ func TestSDKFleet(t *testing.T) {
 			t.Errorf("%s: targeted %v signals %v, but the client answers degraded: %v", in.ID, in.Targeted, in.Signals, on[in.ID])
 		}
 	}
-	within(t, interval+time.Second, "a degraded-path p99", func() bool {
+	servertest.Eventually(t, interval+time.Second, "a degraded-path p99", func() bool {
 		return m.Switch(app, name).DegradedP99 != nil
 	})
 
@@ -187,7 +176,7 @@ func TestSDKFleet(t *testing.T) {
 	for _, fc := range clients {
 		want += fc.degraded.Load()
 	}
-	within(t, interval+time.Second, "the model's degraded counters equal the clients'", func() bool {
+	servertest.Eventually(t, interval+time.Second, "the model's degraded counters equal the clients'", func() bool {
 		v = m.Switch(app, name)
 		var sum uint64
 		for _, in := range v.Instances {

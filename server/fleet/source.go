@@ -24,6 +24,7 @@ var nanValue = math.NaN()
 //	fallback_rate{switch="recommend"}        L1 fallback values served per second
 //	applied_share{switch="recommend"}        share of live instances that applied the switch's current value
 //	degraded_p99_seconds{switch="recommend"} p99 latency of degraded requests served by the SDK middleware
+//	verify_match_share{switch="recommend"}   share (0–1) of shadow-verification samples whose fallback matched the live answer's shape
 //	rejected_rate{limit="POST /orders"}      requests refused per second (enforce mode)
 //	shadow_rejected_rate{limit="…"}          requests a shadow rule would refuse, per second
 //	allowed_rate{limit="…"}                  requests allowed per second
@@ -35,7 +36,7 @@ var nanValue = math.NaN()
 // a share has no denominator, or a p99 no request.
 var metrics = map[string]string{ // metric → the label naming its subject
 	"degraded_rate": "switch", "degraded_share": "switch", "fallback_rate": "switch",
-	"applied_share": "switch", "degraded_p99_seconds": "switch",
+	"applied_share": "switch", "degraded_p99_seconds": "switch", "verify_match_share": "switch",
 	"rejected_rate": "limit", "shadow_rejected_rate": "limit", "allowed_rate": "limit",
 	"rejected_share": "limit", "breakers_open": "limit",
 	"instances": "",
@@ -218,6 +219,11 @@ func (m *Model) value(q query) float64 {
 				return nanValue
 			}
 			return v.DegradedP99.Seconds()
+		case "verify_match_share":
+			if share, ok := v.Verification.MatchShare(); ok {
+				return share
+			}
+			return nanValue
 		}
 		if v.Signals == 0 {
 			return nanValue

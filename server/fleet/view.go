@@ -254,8 +254,68 @@ type SwitchView struct {
 	// the figures above count answers up to then, so a change made later
 	// shows in them only with the next reports.
 	SignalsAt *time.Time `json:"signals_at,omitempty"`
+	// Verification is the shadow verification of the switch's fallback
+	// (L1/L2, while off) by its live instances; nil when none reports any.
+	Verification *Verification `json:"verification,omitempty"`
 
 	Instances []SwitchInstance `json:"instances,omitempty"`
+}
+
+// Verification sums the shadow verification of one switch's fallback
+// over the live instances that report it. Each instance is judged by its
+// newest outcome: verified (a match), mismatching, or failing (an error or
+// a timeout since its newest match or mismatch is not told apart here, so
+// it counts in the sums only).
+type Verification struct {
+	// Instances report verification; Verified and Mismatching of them
+	// had a match, or a mismatch, as their newest compared outcome.
+	Instances   int `json:"instances"`
+	Verified    int `json:"verified"`
+	Mismatching int `json:"mismatching"`
+	// Cumulative outcomes since the instances started.
+	Match    uint64 `json:"match"`
+	Mismatch uint64 `json:"mismatch"`
+	Errors   uint64 `json:"errors"`
+	Timeouts uint64 `json:"timeouts"`
+	// LastMatch and LastMismatch are the newest of any instance.
+	LastMatch    *time.Time `json:"last_match,omitempty"`
+	LastMismatch *time.Time `json:"last_mismatch,omitempty"`
+	// Diffs are those of the newest mismatch: JSON pointers and types,
+	// never values.
+	Diffs []string `json:"diffs,omitempty"`
+}
+
+// MatchShare is the share of samples whose degraded answer matched, of
+// all samples (errors and timeouts included); false without samples.
+func (v *Verification) MatchShare() (float64, bool) {
+	if v == nil {
+		return 0, false
+	}
+	n := v.Match + v.Mismatch + v.Errors + v.Timeouts
+	if n == 0 {
+		return 0, false
+	}
+	return float64(v.Match) / float64(n), true
+}
+
+// add folds one instance's signal in.
+func (v *Verification) add(s *wire.VerifySignal) {
+	v.Instances++
+	v.Match, v.Mismatch, v.Errors, v.Timeouts = v.Match+s.Match, v.Mismatch+s.Mismatch, v.Errors+s.Error, v.Timeouts+s.Timeout
+	switch {
+	case s.LastMatch > 0 && s.LastMatch >= s.LastMismatch:
+		v.Verified++
+	case s.LastMismatch > 0:
+		v.Mismatching++
+	}
+	if s.LastMatch > 0 && (v.LastMatch == nil || s.LastMatch > v.LastMatch.Unix()) {
+		t := time.Unix(s.LastMatch, 0).UTC()
+		v.LastMatch = &t
+	}
+	if s.LastMismatch > 0 && (v.LastMismatch == nil || s.LastMismatch > v.LastMismatch.Unix()) {
+		t := time.Unix(s.LastMismatch, 0).UTC()
+		v.LastMismatch, v.Diffs = &t, s.Diffs
+	}
 }
 
 // SwitchInstance is one instance's part in a SwitchView.
@@ -310,6 +370,12 @@ func (m *Model) switchView(app, name string, perInstance bool) SwitchView {
 					t := time.Unix(r, 0).UTC()
 					si.LastRead = &t
 				}
+			}
+			if vs := in.verify[i]; vs != nil {
+				if v.Verification == nil {
+					v.Verification = &Verification{}
+				}
+				v.Verification.add(vs)
 			}
 			if sig := in.switches[i]; sig != nil {
 				si.Degraded, si.Fallbacks, si.DegradedRate = sig.degraded, sig.fallbacks, sig.degradedRate

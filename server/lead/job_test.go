@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/lead"
 )
@@ -69,9 +70,9 @@ func TestJobsRunWhileLeading(t *testing.T) {
 	}
 	ja, jb := newJob(), newJob()
 	a := start("a", ja)
-	waitUntil(t, 10*time.Second, "a leads", a.Leading)
+	servertest.Eventually(t, 10*time.Second, "a leads", a.Leading)
 	b := start("b", jb)
-	waitUntil(t, 10*time.Second, "a's job stepped at the start of its term", func() bool { n, _, _ := ja.steps(); return n == 1 })
+	servertest.Eventually(t, 10*time.Second, "a's job stepped at the start of its term", func() bool { n, _, _ := ja.steps(); return n == 1 })
 	_, term, at := ja.steps()
 	if rev, holder, _ := svc.CurrentTerm(context.Background()); rev != term || holder != "a" {
 		t.Fatalf("database term %d of %q, the job ran in %d", rev, holder, term)
@@ -80,7 +81,7 @@ func TestJobsRunWhileLeading(t *testing.T) {
 		t.Fatalf("step at %v, want the scheduler's clock %v", at, clock)
 	}
 	ja.wake <- struct{}{}
-	waitUntil(t, 10*time.Second, "a woken step", func() bool { n, _, _ := ja.steps(); return n == 2 })
+	servertest.Eventually(t, 10*time.Second, "a woken step", func() bool { n, _, _ := ja.steps(); return n == 2 })
 	if n, _, _ := jb.steps(); n != 0 || b.Leading() {
 		t.Fatalf("the follower's job stepped %d times", n)
 	}
@@ -88,7 +89,7 @@ func TestJobsRunWhileLeading(t *testing.T) {
 	// next runs in a newer term.
 	ja.fail.Store(true)
 	ja.wake <- struct{}{}
-	waitUntil(t, 10*time.Second, "a newer term", func() bool {
+	servertest.Eventually(t, 10*time.Second, "a newer term", func() bool {
 		rev, _, _ := svc.CurrentTerm(context.Background())
 		return rev > term && (a.Leading() || b.Leading())
 	})
@@ -112,7 +113,7 @@ func TestTermAfterEtcdReplaced(t *testing.T) {
 	done := make(chan struct{})
 	go func() { s.Run(rctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	waitUntil(t, 10*time.Second, "the job runs under the new etcd", func() bool { n, _, _ := j.steps(); return n > 0 })
+	servertest.Eventually(t, 10*time.Second, "the job runs under the new etcd", func() bool { n, _, _ := j.steps(); return n > 0 })
 	rev, holder, _ := svc.CurrentTerm(ctx)
 	if _, term, _ := j.steps(); rev != term || holder != "new" || rev >= 1_000_000 {
 		t.Fatalf("database term %d of %q, the job ran in %d", rev, holder, term)
@@ -151,8 +152,8 @@ func TestPanickingStepRecovered(t *testing.T) {
 	done := make(chan struct{})
 	go func() { s.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	waitUntil(t, 10*time.Second, "the panicking job stepped 5 times", func() bool { return bad.steps.Load() >= 5 })
-	waitUntil(t, 10*time.Second, "the other job stepped 5 times", func() bool { n, _, _ := good.steps(); return n >= 5 })
+	servertest.Eventually(t, 10*time.Second, "the panicking job stepped 5 times", func() bool { return bad.steps.Load() >= 5 })
+	servertest.Eventually(t, 10*time.Second, "the other job stepped 5 times", func() bool { n, _, _ := good.steps(); return n >= 5 })
 	_, goodTerm, _ := good.steps()
 	rev, _, _ := svc.CurrentTerm(context.Background())
 	if !s.Leading() || goodTerm != rev {

@@ -33,17 +33,6 @@ func electionLeader(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
 	return etcdtest.LeaderLease(t, cli, wire.ElectionKey("default"))
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestCampaignBackoffResets: a scheduler whose session ends again and
 // again (here its lease is revoked from outside, as an etcd restart or an
 // expiry would end it) leads again within a fraction of a second every
@@ -52,7 +41,7 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 func TestCampaignBackoffResets(t *testing.T) {
 	cli := etcdtest.Start(t).Client(t)
 	s := runScheduler(t, cli, "a")
-	waitUntil(t, 10*time.Second, "the scheduler leads", s.Leading)
+	servertest.Eventually(t, 10*time.Second, "the scheduler leads", s.Leading)
 	var worst time.Duration
 	for i := range 8 {
 		lease := electionLeader(t, cli)
@@ -60,7 +49,7 @@ func TestCampaignBackoffResets(t *testing.T) {
 		if _, err := cli.Revoke(context.Background(), lease); err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, 15*time.Second, "the scheduler leads again", func() bool {
+		servertest.Eventually(t, 15*time.Second, "the scheduler leads again", func() bool {
 			l := electionLeader(t, cli)
 			return l != clientv3.NoLease && l != lease && s.Leading()
 		})

@@ -9,11 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server/egress"
 )
 
@@ -154,7 +154,7 @@ func (p retryPolicy) next(created, now time.Time, attempts int, retryAfter time.
 // again).
 func finish(tx *gorm.DB, at attempt, res result, now time.Time, p retryPolicy) error {
 	now = now.UTC()
-	set := map[string]any{"response_code": res.Code, "error": truncate(res.Err, 500)}
+	set := map[string]any{"response_code": res.Code, "error": oneline.Cut(res.Err, 500)}
 	switch next, retry := p.next(at.d.CreatedAt, now, at.d.Attempts, res.RetryAfter, rand.Int64N); {
 	case res.ok():
 		set["status"], set["finished_at"], set["next_attempt_at"] = StatusDelivered, now, nil
@@ -164,11 +164,4 @@ func finish(tx *gorm.DB, at attempt, res result, now time.Time, p retryPolicy) e
 		set["status"], set["finished_at"], set["next_attempt_at"] = StatusFailed, now, nil
 	}
 	return tx.Model(&delivery{}).Where("id = ? AND attempts = ? AND finished_at IS NULL", at.d.ID, at.d.Attempts).Updates(set).Error
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -35,6 +35,19 @@ const (
 	FindingOpened    Kind = "finding.opened"
 	FindingResolved  Kind = "finding.resolved"
 	ChannelTest      Kind = "channel.test"
+	// SignInLocal: someone signed in with a password while single
+	// sign-on is configured (break-glass).
+	SignInLocal Kind = "signin.local"
+	// Change requests: made, edited (approvals cleared), approved, denied,
+	// applied; the requester is named in the title and data.
+	RequestCreated  Kind = "request.created"
+	RequestUpdated  Kind = "request.updated"
+	RequestApproved Kind = "request.approved"
+	RequestDenied   Kind = "request.denied"
+	RequestApplied  Kind = "request.applied"
+	// BreakGlass: a held change applied without approval, and a review of
+	// one left open too long.
+	BreakGlass Kind = "break_glass"
 	// AuditCheckpoint carries each signed checkpoint of the audit log, so
 	// receivers keep copies the console cannot take back.
 	AuditCheckpoint Kind = "audit.checkpoint"
@@ -46,7 +59,8 @@ var Kinds = []Kind{
 	DrillPassed, DrillFailed, DrillInterrupted,
 	RolloutPaused, RolloutReverted, RolloutDone,
 	ExpiryReminder, ExpiryEscalation, ExpiryTurnedOff,
-	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint,
+	FindingOpened, FindingResolved, ChannelTest, AuditCheckpoint, SignInLocal,
+	RequestCreated, RequestUpdated, RequestApproved, RequestDenied, RequestApplied, BreakGlass,
 }
 
 // Valid reports whether k is a known kind.

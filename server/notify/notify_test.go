@@ -168,17 +168,6 @@ func (f *fixture) deliveries(t *testing.T, svc *notify.Service, channel string) 
 	return list
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for: %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRetriesUntilDelivered: a receiver that fails twice (500, 503) then
 // succeeds gets three signed requests with the same idempotency key and
 // accepts the event once; each retry waits for its backoff (the clock is
@@ -318,7 +307,7 @@ func TestHangingReceiverHoldsOneSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepTook := time.Since(began)
-	eventually(t, 2*time.Second, "the other channel's delivery", func() bool {
+	servertest.Eventually(t, 2*time.Second, "the other channel's delivery", func() bool {
 		d := f.deliveries(t, svc, "ops")
 		return len(d) == 1 && d[0].Status == notify.StatusDelivered
 	})
@@ -402,7 +391,7 @@ func TestNewLeaderRetriesUnfinished(t *testing.T) {
 	if err := oldJob.Step(oldCtx, f.term, f.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "the request is under way", func() bool {
+	servertest.Eventually(t, 2*time.Second, "the request is under way", func() bool {
 		d := f.deliveries(t, svc, "ops")
 		return len(d) == 1 && d[0].Status == notify.StatusSending
 	})

@@ -195,13 +195,8 @@ func (s *Service) UpdateChannel(ctx context.Context, a server.Actor, name string
 				return "", nil, nil, err
 			}
 			stamp(&next, a, p.Reason, cur.Version+1, now)
-			res := tx.Model(&Channel{}).Where("id = ? AND version = ?", cur.ID, cur.Version).
-				Select("*").Omit("id", "created_at").Updates(&next)
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, server.ChangedConcurrently(cur.Target(), p.Version)
+			if err := server.UpdateVersioned(tx, &Channel{}, server.Versioned{ID: cur.ID, Version: cur.Version, What: cur.Target(), Sent: p.Version}, &next); err != nil {
+				return "", nil, nil, err
 			}
 			out = &next
 			return next.Target(), cur.auditView(), next.auditView(), nil
@@ -231,12 +226,8 @@ func (s *Service) DeleteChannel(ctx context.Context, a server.Actor, name string
 			if err := tx.Where("channel_id = ?", cur.ID).Delete(&delivery{}).Error; err != nil {
 				return "", nil, nil, err
 			}
-			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Channel{})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, server.ChangedConcurrently(cur.Target(), c.Version)
+			if err := server.DeleteVersioned(tx, &Channel{}, server.Versioned{ID: cur.ID, Version: cur.Version, What: cur.Target(), Sent: c.Version}); err != nil {
+				return "", nil, nil, err
 			}
 			return cur.Target(), cur.auditView(), nil, nil
 		}})

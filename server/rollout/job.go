@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/signal"
@@ -86,7 +87,7 @@ func (s *Service) step(ctx context.Context, t server.Term, r *run, now time.Time
 	case errors.As(err, &ve) && act.Kind == Apply:
 		// The switch refuses the step (it would never take it): stop
 		// and say why rather than retry every second.
-		why := fmt.Sprintf("step %d could not be applied: %s", act.Step+1, oneLine(ve.Error(), 300))
+		why := fmt.Sprintf("step %d could not be applied: %s", act.Step+1, oneline.Clean(ve.Error(), 300))
 		r.progress = orig
 		_, err = s.svc.InTerm(ctx, t, func(j *server.JobTx) error {
 			return s.carryOut(j, r, orig, Action{Kind: Pause, Reason: why}, now)
@@ -113,7 +114,7 @@ func (s *Service) observe(ctx context.Context, r *run) (Observation, error) {
 			// set, so the plan takes the new version as its own.
 			r.adopt(sw.Version)
 		} else {
-			ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneLine(sw.Reason, 200))
+			ob.Changed = fmt.Sprintf("version %d by %s: %s", sw.Version, sw.UpdatedBy, oneline.Clean(sw.Reason, 200))
 		}
 	}
 	ob.Synced = s.fleet.Synced()
@@ -200,7 +201,7 @@ func (s *Service) carryOut(j *server.JobTx, r *run, next Progress, act Action, n
 // commitPlan saves r as an audited change of the plan by the rollout
 // actor, with its finding and notifications.
 func (s *Service) commitPlan(j *server.JobTx, a server.Actor, r *run, before summary, action audit.Action, reason string, now time.Time) error {
-	return j.Commit(server.Audited{Actor: a, Action: action, Reason: oneLine(reason, 990), App: r.App,
+	return j.Commit(server.Audited{Actor: a, Action: action, Reason: oneline.Clean(reason, 990), App: r.App,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := save(tx, r, now); err != nil {
 				return "", nil, nil, err
@@ -227,8 +228,12 @@ func (s *Service) apply(j *server.JobTx, a server.Actor, r *run, act Action, now
 	}
 	k := act.Step
 	_, _, prev := previous(r.progress, k, r.before)
-	target, off, raised := Target(r.plan, k, r.App, r.SwitchName, sw.Rollout(), prev, s.members(r.App))
-	raised = oneLine(raised, 300)
+	cur := sw.Rollout()
+	target, off, raised := Target(r.plan, k, r.App, r.SwitchName, cur, prev, s.members(r.App))
+	// A plan's steps widen the percent or the selector; the switch's key
+	// lists stay as a person set them.
+	target.Include, target.Exclude = cur.Include, cur.Exclude
+	raised = oneline.Clean(raised, 300)
 	version := sw.Version
 	already := (off && sw.State == wire.StateOff) || (!off && sw.State == wire.StateOn && sameRollout(sw.Rollout(), target))
 	if !already {
@@ -268,7 +273,7 @@ func (s *Service) revert(j *server.JobTx, a server.Actor, r *run, act Action) er
 		return nil
 	}
 	version := sw.Version
-	reason := oneLine(fmt.Sprintf("staged rollout #%d reverted: %s", r.ID, act.Reason), 990)
+	reason := oneline.Clean(fmt.Sprintf("staged rollout #%d reverted: %s", r.ID, act.Reason), 990)
 	_, err = j.Restore(a, r.App, r.SwitchName, r.before, reason, &version)
 	return err
 }

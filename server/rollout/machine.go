@@ -3,11 +3,9 @@ package rollout
 import (
 	"fmt"
 	"math"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/fleet"
@@ -265,7 +263,7 @@ func classify(g Gate, verdicts []Verdict) (failed, noData, errored string) {
 			continue
 		}
 		c := g.Conditions[v.Condition]
-		name := fmt.Sprintf("condition %d (%s %s %s %s)", v.Condition+1, c.Source, oneLine(c.Query, 120), c.Op, Number(c.Threshold))
+		name := fmt.Sprintf("condition %d (%s %s %s %s)", v.Condition+1, c.Source, oneline.Clean(c.Query, 120), c.Op, Number(c.Threshold))
 		switch {
 		case v.Outcome == VerdictFail && failed == "":
 			failed = fmt.Sprintf("%s was %s", name, v.Value)
@@ -274,9 +272,9 @@ func classify(g Gate, verdicts []Verdict) (failed, noData, errored string) {
 		case v.Outcome == VerdictNoData && onNoData == NoDataPause && noData == "":
 			noData = name
 		case v.Outcome == VerdictError && onError == NoDataFail && failed == "":
-			failed = name + " could not be measured: " + oneLine(v.Error, 200)
+			failed = name + " could not be measured: " + oneline.Clean(v.Error, 200)
 		case v.Outcome == VerdictError && onError == NoDataPause && errored == "":
-			errored = name + ": " + oneLine(v.Error, 200)
+			errored = name + ": " + oneline.Clean(v.Error, 200)
 		}
 	}
 	return failed, noData, errored
@@ -305,7 +303,7 @@ func MeasureDue(p Plan, state string, pr Progress, now time.Time) bool {
 func (c Condition) Verdict(i int, m signal.Measurement) Verdict {
 	switch m.Outcome {
 	case signal.OutcomeError:
-		return Verdict{Condition: i, Outcome: VerdictError, Error: oneLine(m.Err, 300)}
+		return Verdict{Condition: i, Outcome: VerdictError, Error: oneline.Clean(m.Err, 300)}
 	case signal.OutcomeNoData:
 		return Verdict{Condition: i, Outcome: VerdictNoData}
 	}
@@ -403,19 +401,4 @@ func listed(ids []string) []string {
 		return append(ids[:maxListed:maxListed], fmt.Sprintf("… %d more", len(ids)-maxListed))
 	}
 	return ids
-}
-
-// oneLine makes s fit on one line of at most n bytes: audit reasons and
-// notes hold no control characters (nor invalid UTF-8).
-func oneLine(s string, n int) string {
-	s = strings.ToValidUTF8(s, "?")
-	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }), " ")
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

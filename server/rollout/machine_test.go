@@ -391,7 +391,7 @@ func TestTarget(t *testing.T) {
 	// A turn-off's last step keeps the rollout and turns off.
 	down, _ := Template(TemplateDefault, DirectionOff, Gate{})
 	half := wire.Rollout{Percent: 50, Stickiness: wire.StickyKey}
-	if r, off, _ := Target(down, 1, app, name, half, nil, ms); !off || r != half {
+	if r, off, _ := Target(down, 1, app, name, half, nil, ms); !off || !r.Equal(half) {
 		t.Errorf("off step: %+v %v", r, off)
 	}
 	if r, _, _ := Target(down, 0, app, name, inst, nil, ms); r.Percent != 50 {

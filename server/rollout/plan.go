@@ -544,31 +544,19 @@ func formatPercent(f float64) string {
 	return s + " %"
 }
 
-// addErr adds err's field errors to v, prefixed by prefix (a prefix
-// alone, with a field error naming no sub-field, is the whole field).
+// addErr adds err's field errors to v under prefix (server.FieldErrors.
+// AddErr), except that the errors of a template's steps, which are not
+// the caller's to fix, are all the template's own.
 func addErr(v *server.FieldErrors, prefix string, err error) {
-	var ve *server.ValidationError
-	var fe *server.FieldError
-	switch {
-	case errors.As(err, &ve):
-		for _, f := range ve.Fields {
-			v.Add(join(prefix, f.Field), f.Msg)
-		}
-	case errors.As(err, &fe):
-		v.Add(join(prefix, fe.Field), fe.Msg)
-	default:
-		v.Add(prefix, err.Error())
+	if prefix != "template" {
+		v.AddErr(prefix, err)
+		return
 	}
-}
-
-func join(prefix, field string) string {
-	switch {
-	case prefix == "":
-		return field
-	case field == "" || prefix == "template":
-		return prefix
+	var steps server.FieldErrors
+	steps.AddErr("", err)
+	for _, f := range steps {
+		v.Add(prefix, f.Msg)
 	}
-	return prefix + "." + field
 }
 
 func cmpOr(s, def string) string {

@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
@@ -91,6 +92,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	}
 	var id int64
 	err = s.svc.Commit(ctx, server.Audited{Actor: a, Action: audit.RolloutCreate, Reason: in.Reason, App: app,
+		Pending: server.HoldAs(audit.RolloutCreate, app, in.Switch, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			sw, err := readSwitch(tx, app, in.Switch)
 			if err != nil {
@@ -155,7 +157,7 @@ func (s *Service) StartTemplate(j *server.JobTx, a server.Actor, app, sw, name, 
 	if err != nil {
 		return 0, err
 	}
-	p.Reason = oneLine(reason, 990)
+	p.Reason = oneline.Clean(reason, 990)
 	return s.StartPlan(j, a, app, sw, p)
 }
 
@@ -183,11 +185,11 @@ func (s *Service) endPlan(j *server.JobTx, a server.Actor, app, sw, reason strin
 	}
 	now := j.Now()
 	before := r.summary()
-	note := "ended by " + a.Name + ": " + oneLine(reason, 900)
+	note := "ended by " + a.Name + ": " + oneline.Clean(reason, 900)
 	r.progress.end(OutcomeStopped, note, now)
 	r.progress.Note, r.progress.Request = note, nil
 	r.end(Aborted, now)
-	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutAbort, Reason: oneLine(reason, 990), App: app,
+	err = j.Commit(server.Audited{Actor: a, Action: audit.RolloutAbort, Reason: oneline.Clean(reason, 990), App: app,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := save(tx, r, now); err != nil {
 				return "", nil, nil, err
@@ -532,7 +534,7 @@ func (s *Service) personChanged(j *server.JobTx, c server.PersonChange) error {
 		r.progress.Request = nil // a pending request yields to the person's change
 	}
 	r.progress.Note = reason
-	return j.Commit(server.Audited{Actor: server.JobActor(audit.ActorRollout, r.cause()), Action: action, Reason: oneLine(reason, 990), App: r.App,
+	return j.Commit(server.Audited{Actor: server.JobActor(audit.ActorRollout, r.cause()), Action: action, Reason: oneline.Clean(reason, 990), App: r.App,
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			if err := save(tx, r, now); err != nil {
 				return "", nil, nil, err
@@ -661,5 +663,5 @@ func stepReason(r *run, k int, target wire.Rollout, off bool, raised, why string
 	if why != "" {
 		s += "; " + why
 	}
-	return oneLine(s, 990)
+	return oneline.Clean(s, 990)
 }

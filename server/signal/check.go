@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/switchyard-io/switchyard/internal/oneline"
 )
 
 // promQL parses with Prometheus's own parser and its default options:
@@ -32,7 +34,7 @@ func CheckPromQL(q string) error {
 	}
 	switch expr.Type() {
 	case parser.ValueTypeMatrix:
-		return &QueryError{Msg: "the query returns a range vector (" + short(q) + "); " +
+		return &QueryError{Msg: "the query returns a range vector (" + oneline.Cut(q, quoteBytes) + "); " +
 			"wrap it in a function over time such as rate(...) or avg_over_time(...)"}
 	case parser.ValueTypeString:
 		return &QueryError{Msg: "the query returns a string; it must return a number"}

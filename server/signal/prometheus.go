@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-io/switchyard/internal/oneline"
 )
 
 // DefaultPrometheusTimeout bounds a request when PrometheusConfig.Timeout
@@ -29,6 +31,8 @@ const (
 	maxQueryBytes = 16 << 10
 	// maxMessageBytes bounds a message taken from an answer.
 	maxMessageBytes = 1 << 10
+	// quoteBytes bounds a query or series quoted in a message.
+	quoteBytes = 120
 )
 
 // PrometheusConfig says where a Prometheus HTTP API is and how to ask it.
@@ -226,7 +230,7 @@ func (p *Prometheus) Query(ctx context.Context, q string, t time.Time) (Sample, 
 		}
 		return sample(v.v), nil
 	case "matrix":
-		return Sample{}, &QueryError{Msg: "the query returns a range vector (" + short(q) + "); " +
+		return Sample{}, &QueryError{Msg: "the query returns a range vector (" + oneline.Cut(q, quoteBytes) + "); " +
 			"wrap it in a function over time such as rate(...) or avg_over_time(...)"}
 	case "string":
 		return Sample{}, &QueryError{Msg: "the query returns a string; it must return a number"}
@@ -350,9 +354,9 @@ func (p *Prometheus) call(ctx context.Context, path string, form url.Values, dat
 	case "bad_data", "execution":
 		// The query is at fault: it does not parse, or cannot be evaluated
 		// as written (many-to-many matching, too many samples).
-		return &QueryError{Msg: clean(strings.TrimPrefix(r.Error, `invalid parameter "query": `))}
+		return &QueryError{Msg: oneline.Clean(strings.TrimPrefix(r.Error, `invalid parameter "query": `), maxMessageBytes)}
 	}
-	return fmt.Errorf("%w: %s answered HTTP %d: %s: %s", ErrUnavailable, p, resp.StatusCode, r.ErrorType, clean(r.Error))
+	return fmt.Errorf("%w: %s answered HTTP %d: %s: %s", ErrUnavailable, p, resp.StatusCode, r.ErrorType, oneline.Clean(r.Error, maxMessageBytes))
 }
 
 // failed turns a transport error into the error Query returns.
@@ -378,14 +382,14 @@ func (p *Prometheus) notAPI(resp *http.Response) error {
 	if ct == "" {
 		ct = "no content type"
 	}
-	msg := fmt.Sprintf("%s answered HTTP %d (%s), not a Prometheus API answer", p, resp.StatusCode, clean(ct))
+	msg := fmt.Sprintf("%s answered HTTP %d (%s), not a Prometheus API answer", p, resp.StatusCode, oneline.Clean(ct, maxMessageBytes))
 	if resp.StatusCode == http.StatusNotFound {
 		msg += "; is the address the server's base URL, with its path prefix if it has one?"
 	}
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 200))
 	if loc := resp.Header.Get("Location"); resp.StatusCode/100 == 3 && loc != "" {
-		msg += "; it redirects to " + short(clean(loc)) + ": set the address to that URL"
-	} else if s := clean(string(snippet)); s != "" {
+		msg += "; it redirects to " + oneline.Clean(loc, quoteBytes) + ": set the address to that URL"
+	} else if s := oneline.Clean(string(snippet), maxMessageBytes); s != "" {
 		msg += ": " + s
 	}
 	return fmt.Errorf("%w: %s", ErrUnavailable, msg)
@@ -440,7 +444,7 @@ func manySeries(metrics []map[string]string) error {
 	const shown = 3
 	names := make([]string, 0, shown)
 	for _, m := range metrics[:min(len(metrics), shown)] {
-		names = append(names, short(seriesName(m)))
+		names = append(names, oneline.Cut(seriesName(m), quoteBytes))
 	}
 	list := strings.Join(names, ", ")
 	if len(metrics) > shown {
@@ -473,28 +477,4 @@ func seriesName(m map[string]string) string {
 	}
 	b.WriteByte('}')
 	return b.String()
-}
-
-// short bounds a query or series quoted in a message.
-func short(s string) string {
-	const limit = 120
-	if len(s) <= limit {
-		return s
-	}
-	return strings.ToValidUTF8(s[:limit], "") + "…"
-}
-
-// clean bounds a message taken from an answer and drops control
-// characters, so it is safe to log and to show.
-func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if len(s) > maxMessageBytes {
-		s = strings.ToValidUTF8(s[:maxMessageBytes], "") + "…"
-	}
-	return s
 }

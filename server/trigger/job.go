@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/finding"
 	"github.com/switchyard-io/switchyard/server/fleet"
@@ -22,13 +23,15 @@ import (
 
 // Job is the leader job that evaluates every rule each interval: it asks
 // each rule's source for its value at now (outside any transaction), then
-// for each rule, in one fenced transaction of its own, reloads the rule
-// and its state, runs the evaluator, acts on the decision through the
-// audited change path, and stores the state and the evaluation. A rule
-// whose transaction fails (a person changed the switch meanwhile: 409) is
-// evaluated again at the next step; a step of a deposed leader writes
-// nothing. An evaluation that only saves the rule's state does not take
-// the audit chain's lock (server.Service.InTermLazyAudit).
+// reloads the rules, their states and their switches, runs the evaluator,
+// acts on the decisions through the audited change path, and stores the
+// states and the evaluations. Most steps only record what each rule saw:
+// all rules in one transaction without the audit chain's lock, in a
+// handful of statements (batch). A step in which a rule acts (or one that
+// fails) runs again rule by rule, each in a fenced transaction of its own
+// (server.Service.InTermLazyAudit). A rule whose transaction fails (a
+// person changed the switch meanwhile: 409) is evaluated again at the
+// next step; a step of a deposed leader writes nothing.
 type Job struct {
 	s *Service
 	// timer wakes the job when the next hold is due before the next step.
@@ -72,13 +75,17 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	// one that fails) runs again rule by rule, each in its own
 	// transaction, so one rule cannot hold up the others.
 	dues := make([]time.Time, len(rules))
-	_, err = s.core.InTermStateOnly(ctx, t, func(jt *server.JobTx) (err error) {
+	_, err = s.core.InTermStateOnly(ctx, t, func(jt *server.JobTx) error {
+		b, err := readBatch(jt.DB(), rules)
+		if err != nil {
+			return err
+		}
 		for i := range rules {
-			if dues[i], err = s.stepRule(jt, &rules[i], samples[i], drilled, now); err != nil {
+			if dues[i], err = s.stepRule(jt, b, &rules[i], samples[i], drilled, now); err != nil {
 				return err
 			}
 		}
-		return nil
+		return b.flush(jt.DB())
 	})
 	switch {
 	case errors.Is(err, server.ErrNotLeader):
@@ -95,9 +102,15 @@ func (j *Job) Step(ctx context.Context, t server.Term, now time.Time) error {
 	for i := range rules {
 		r := &rules[i]
 		var due time.Time
-		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) (err error) {
-			due, err = s.stepRule(jt, r, samples[i], drilled, now)
-			return err
+		_, err := s.core.InTermLazyAudit(ctx, t, func(jt *server.JobTx) error {
+			b, err := readBatch(jt.DB(), rules[i:i+1])
+			if err != nil {
+				return err
+			}
+			if due, err = s.stepRule(jt, b, r, samples[i], drilled, now); err != nil {
+				return err
+			}
+			return b.flush(jt.DB())
 		})
 		switch {
 		case errors.Is(err, server.ErrNotLeader):
@@ -176,11 +189,11 @@ func (s *Service) syncStopped(ctx context.Context, t server.Term, now time.Time)
 // stepRule is one rule's part of a step: held while a drill of the app
 // its query reads runs, evaluated otherwise. It returns when the rule is
 // due next.
-func (s *Service) stepRule(j *server.JobTx, r *Rule, smp Sample, drilled map[string]string, now time.Time) (time.Time, error) {
+func (s *Service) stepRule(j *server.JobTx, b *batch, r *Rule, smp Sample, drilled map[string]string, now time.Time) (time.Time, error) {
 	if drill := heldBy(r, drilled); drill != "" {
-		return time.Time{}, s.holdIn(j, r, smp, drill, now)
+		return time.Time{}, s.holdIn(j, b, r, smp, drill, now)
 	}
-	return s.evaluateIn(j, r, smp, now)
+	return s.evaluateIn(j, b, r, smp, now)
 }
 
 // drilled maps each app with a drill in progress to the drill's cause.
@@ -204,13 +217,12 @@ func heldBy(r *Rule, drilled map[string]string) string {
 // holdIn records an evaluation of rule r held by drill: nothing is
 // decided, the state stays as it is. The first held evaluation of each
 // drill is audited (trigger.hold), which the drill's report lists.
-func (s *Service) holdIn(j *server.JobTx, queried *Rule, smp Sample, drill string, now time.Time) error {
-	tx := j.DB()
-	var r Rule
-	if err := tx.Take(&r, queried.ID).Error; err != nil {
+func (s *Service) holdIn(j *server.JobTx, b *batch, queried *Rule, smp Sample, drill string, now time.Time) error {
+	r := b.rule(queried.ID)
+	if r == nil {
 		return nil // deleted meanwhile
 	}
-	row, st, err := loadState(tx, r.ID)
+	row, st, err := b.state(r.ID)
 	if err != nil || st.Paused || st.Phase == PhaseLocked {
 		return err
 	}
@@ -226,10 +238,11 @@ func (s *Service) holdIn(j *server.JobTx, queried *Rule, smp Sample, drill strin
 			return err
 		}
 	}
-	if err := saveState(tx, row, st, &smp, now); err != nil {
+	if err := b.save(row, st, smp, now); err != nil {
 		return err
 	}
-	return addEvaluation(tx, r.ID, row.Rev, smp, Decision{From: st.Phase, To: st.Phase, Why: why}, r.Mode == ModeDryRun, now)
+	b.evaluated(r.ID, row.Rev, smp, Decision{From: st.Phase, To: st.Phase, Why: why}, r.Mode == ModeDryRun, now)
+	return nil
 }
 
 // heldWhy is how an evaluation held by drill says so.
@@ -277,7 +290,7 @@ func lastChange(tx *gorm.DB, sw *server.Switch) string {
 	if e.Cause != "" {
 		who += " (" + e.Cause + ")"
 	}
-	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneLine(e.Reason, 200))
+	return fmt.Sprintf("%s with %s (%q)", who, e.Action, oneline.Clean(e.Reason, 200))
 }
 
 // query asks each rule's source for its value at now, concurrently and
@@ -299,19 +312,15 @@ func (s *Service) query(ctx context.Context, rules []Rule, now time.Time) []Samp
 // evaluateIn is one rule's evaluation inside the job's transaction: r is
 // the rule as it was queried. It returns when the rule is due next (see
 // Due).
-func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now time.Time) (time.Time, error) {
-	tx := j.DB()
-	var r Rule
-	err := tx.Take(&r, queried.ID).Error
+func (s *Service) evaluateIn(j *server.JobTx, b *batch, queried *Rule, smp Sample, now time.Time) (time.Time, error) {
+	r := b.rule(queried.ID)
 	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
+	case r == nil:
 		return time.Time{}, nil // deleted meanwhile
-	case err != nil:
-		return time.Time{}, err
 	case r.Version != queried.Version:
 		return time.Time{}, nil // changed meanwhile: its query may differ; next step
 	}
-	row, st, err := loadState(tx, r.ID)
+	row, st, err := b.state(r.ID)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -321,36 +330,38 @@ func (s *Service) evaluateIn(j *server.JobTx, queried *Rule, smp Sample, now tim
 	p := r.Policy(s.interval)
 	dry := r.Mode == ModeDryRun
 	if !dry {
-		sw, err := j.Switch(r.App, r.SwitchName)
+		sw, err := b.switchOf(r)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("switch %s: %w", r.SwitchTarget(), err)
 		}
-		on, err := s.holds(j, &r, sw)
+		on, err := s.holds(j, r, sw)
 		if err != nil {
 			return time.Time{}, err
 		}
 		if _, d := Reconcile(st, on, "", now); d.Action == ActOverridden {
-			rec, d := Reconcile(st, on, lastChange(tx, sw), now) // who, read only when needed
-			if d, err = s.act(j, &r, rec, d, smp, now); err != nil {
+			rec, d := Reconcile(st, on, lastChange(j.DB(), sw), now) // who, read only when needed
+			if d, err = s.act(j, r, rec, d, smp, now); err != nil {
 				return time.Time{}, err
 			}
-			if err := saveState(tx, row, rec, &smp, now); err != nil {
+			if err := b.save(row, rec, smp, now); err != nil {
 				return time.Time{}, err
 			}
-			return time.Time{}, addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+			b.evaluated(r.ID, row.Rev, smp, d, dry, now)
+			return time.Time{}, nil
 		}
 	}
 	st.HeldBy = "" // a drill that held the rule is over
 	next, d := Evaluate(p, st, smp, now)
 	if !dry && d.Action != ActNone {
-		if d, err = s.act(j, &r, next, d, smp, now); err != nil {
+		if d, err = s.act(j, r, next, d, smp, now); err != nil {
 			return time.Time{}, err
 		}
 	}
-	if err := saveState(tx, row, next, &smp, now); err != nil {
+	if err := b.save(row, next, smp, now); err != nil {
 		return time.Time{}, err
 	}
-	return Due(p, next), addEvaluation(tx, r.ID, row.Rev, smp, d, dry, now)
+	b.evaluated(r.ID, row.Rev, smp, d, dry, now)
+	return Due(p, next), nil
 }
 
 // transition is what the audit log (trigger.transition, trigger.lock) and
@@ -390,9 +401,9 @@ func (s *Service) act(j *server.JobTx, r *Rule, next State, d Decision, smp Samp
 	tr := transition{
 		Action: d.Action, From: d.From, To: d.To, Switch: r.SwitchTarget(), Source: r.Source, Query: r.Query,
 		Trigger: cfg.Trigger, Recover: cfg.Recover, Window: d.Window, Sample: smp.Outcome, Value: parseValue(valueText(smp)),
-		Error: oneLine(smp.Err, 500), At: now.UTC(), Why: d.Why,
+		Error: oneline.Clean(smp.Err, 500), At: now.UTC(), Why: d.Why,
 	}
-	reason := oneLine(fmt.Sprintf("trigger %s on %s: %s", r.Name, oneLine(r.Query, 200), d.Why), 1000)
+	reason := oneline.Clean(fmt.Sprintf("trigger %s on %s: %s", r.Name, oneline.Clean(r.Query, 200), d.Why), 1000)
 	event := func(kind notify.Kind, verb, title string) error {
 		return notify.Enqueue(j.DB(), notify.Event{
 			Key: fmt.Sprintf("%s#%s@%d", r.Target(), verb, now.UnixNano()), Kind: kind, App: r.App, Target: r.SwitchTarget(),

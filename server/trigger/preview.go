@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/signal"
 )
@@ -132,7 +133,7 @@ func (s *Service) Preview(ctx context.Context, a server.Actor, app string, in Pr
 	case errors.Is(err, context.Canceled):
 		return nil, err
 	case err != nil:
-		out.SourceError = oneLine(err.Error(), 500)
+		out.SourceError = oneline.Clean(err.Error(), 500)
 		out.Final = PhaseOK
 		return out, nil
 	}

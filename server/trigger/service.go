@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/switchyard-io/switchyard/audit"
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -312,7 +313,7 @@ func (s *Service) queryCheck(ctx context.Context, app string, tried probe) func(
 
 // stamp sets the bookkeeping of a rule written by a at version v.
 func stamp(r *Rule, a server.Actor, reason string, v int64, now time.Time) {
-	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneLine(reason, 1000), a.Name, now
+	r.Version, r.Reason, r.UpdatedBy, r.UpdatedAt = v, oneline.Clean(reason, 1000), a.Name, now
 }
 
 // Create validates and stores a new rule. It starts from the switch as it
@@ -322,6 +323,7 @@ func (s *Service) Create(ctx context.Context, a server.Actor, app string, in Inp
 	var out View
 	tried := s.try(ctx, app, in.Source, in.Query)
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerCreate, Reason: in.Reason, App: app,
+		Pending: server.HoldAs(audit.TriggerCreate, app, in.Name, in),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			// The switch's existence is reported with the other fields.
 			var v server.FieldErrors
@@ -378,6 +380,7 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 		}
 	}
 	err := s.core.Commit(ctx, server.Audited{Actor: a, Action: audit.TriggerUpdate, Reason: p.Reason, App: app,
+		Pending: server.HoldAs(audit.TriggerUpdate, app, name, p),
 		Apply: func(tx *gorm.DB) (string, any, any, error) {
 			cur, err := loadRule(tx, app, name)
 			if err != nil {
@@ -408,12 +411,8 @@ func (s *Service) Update(ctx context.Context, a server.Actor, app, name string, 
 			}
 			now := s.core.Now()
 			stamp(next, a, p.Reason, cur.Version+1, now)
-			res := tx.Model(&Rule{}).Where("id = ? AND version = ?", cur.ID, cur.Version).Select("*").Omit("id", "created_at").Updates(next)
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, server.ChangedConcurrently(cur.Target(), p.Version)
+			if err := server.UpdateVersioned(tx, &Rule{}, server.Versioned{ID: cur.ID, Version: cur.Version, What: cur.Target(), Sent: p.Version}, next); err != nil {
+				return "", nil, nil, err
 			}
 			row, st, err := loadState(tx, cur.ID)
 			if err != nil {
@@ -458,12 +457,8 @@ func (s *Service) Delete(ctx context.Context, a server.Actor, app, name string, 
 					return "", nil, nil, err
 				}
 			}
-			res := tx.Where("id = ? AND version = ?", cur.ID, cur.Version).Delete(&Rule{})
-			if res.Error != nil {
-				return "", nil, nil, res.Error
-			}
-			if res.RowsAffected == 0 {
-				return "", nil, nil, server.ChangedConcurrently(cur.Target(), c.Version)
+			if err := server.DeleteVersioned(tx, &Rule{}, server.Versioned{ID: cur.ID, Version: cur.Version, What: cur.Target(), Sent: c.Version}); err != nil {
+				return "", nil, nil, err
 			}
 			if err := resolveFindings(tx, cur, "rule deleted by "+a.Name, s.core.Now()); err != nil {
 				return "", nil, nil, err
@@ -519,7 +514,7 @@ func (s *Service) Pause(ctx context.Context, a server.Actor, app, name string, c
 		if st.Paused {
 			return st, server.Conflictf("%s is already paused (by %s: %s)", r.Target(), st.PausedBy, st.PauseReason)
 		}
-		return st.Pause(a.Name, oneLine(c.Reason, 500), now), nil
+		return st.Pause(a.Name, oneline.Clean(c.Reason, 500), now), nil
 	})
 }
 

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
 
+	"github.com/switchyard-io/switchyard/internal/oneline"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 )
@@ -148,7 +148,7 @@ func saveState(tx *gorm.DB, row *stateRow, st State, smp *Sample, at time.Time) 
 	}
 	set := map[string]any{"rev": row.Rev + 1, "phase": string(st.Phase), "paused": st.Paused, "state": string(b), "updated_at": at}
 	if smp != nil {
-		set["last_at"], set["last_outcome"], set["last_value"], set["last_error"] = at, string(smp.Outcome), valueText(*smp), oneLine(smp.Err, 500)
+		set["last_at"], set["last_outcome"], set["last_value"], set["last_error"] = at, string(smp.Outcome), valueText(*smp), oneline.Clean(smp.Err, 500)
 	}
 	res := tx.Model(&stateRow{}).Where("trigger_id = ? AND rev = ?", row.TriggerID, row.Rev).Updates(set)
 	if res.Error != nil {
@@ -160,24 +160,6 @@ func saveState(tx *gorm.DB, row *stateRow, st State, smp *Sample, at time.Time) 
 	row.Rev++
 	row.State, row.Phase, row.Paused = string(b), string(st.Phase), st.Paused
 	return nil
-}
-
-// addEvaluation records one evaluation of rule id, whose state is at
-// revision rev, and now and then forgets the oldest beyond
-// keepEvaluations.
-func addEvaluation(tx *gorm.DB, id, rev int64, smp Sample, d Decision, dryRun bool, at time.Time) error {
-	ev := &evaluationRow{
-		TriggerID: id, At: at, Outcome: string(smp.Outcome), Value: valueText(smp), Error: oneLine(smp.Err, 500),
-		PhaseFrom: string(d.From), PhaseTo: string(d.To), Action: string(d.Action), DryRun: dryRun, Why: oneLine(d.Why, 2000),
-	}
-	if err := tx.Create(ev).Error; err != nil {
-		return err
-	}
-	if rev%20 != 0 { // one DELETE per twenty evaluations of the rule
-		return nil
-	}
-	keep := tx.Model(&evaluationRow{}).Select("id").Where("trigger_id = ?", id).Order("id DESC").Limit(keepEvaluations)
-	return tx.Where("trigger_id = ? AND id NOT IN (?)", id, keep).Delete(&evaluationRow{}).Error
 }
 
 // loadRule reads rule name of app, or server.ErrNotFound.
@@ -221,18 +203,3 @@ func checkOneEnforcer(tx *gorm.DB, r *Rule) error {
 }
 
 func switchOn(sw *server.Switch) bool { return sw.State == wire.StateOn }
-
-// oneLine makes s safe for an audit reason or a log line: control
-// characters become spaces, and it is cut to max bytes.
-func oneLine(s string, max int) string {
-	s = strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return ' '
-		}
-		return r
-	}, strings.TrimSpace(s))
-	if len(s) > max {
-		s = strings.ToValidUTF8(s[:max-3], "") + "…"
-	}
-	return s
-}

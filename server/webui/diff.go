@@ -2,6 +2,7 @@ package webui
 
 import (
 	"encoding/json"
+	"fmt"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +38,10 @@ func diff(before, after string) []Change {
 		if bv == av || ignoredFields[k] {
 			continue
 		}
+		if keyListFields[k] {
+			out = append(out, keyListChange(k, b[k], a[k]))
+			continue
+		}
 		out = append(out, Change{Field: k, Before: seconds(bv), After: seconds(av)})
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -47,6 +52,45 @@ func diff(before, after string) []Change {
 		return out[i].Field < out[j].Field
 	})
 	return out
+}
+
+// keyListFields are a rollout's key lists, up to 10,000 keys each: a
+// diff shows their counts and the keys added and removed, not both lists.
+var keyListFields = map[string]bool{"rollout.include": true, "rollout.exclude": true}
+
+// maxListedKeys bounds the keys a key-list change names.
+const maxListedKeys = 20
+
+// keyListChange is the change of a key list: "3 keys" → "4 keys: +t4".
+func keyListChange(field string, before, after json.RawMessage) Change {
+	var b, a []string
+	_ = json.Unmarshal(before, &b)
+	_ = json.Unmarshal(after, &a)
+	had := make(map[string]bool, len(b))
+	for _, k := range b {
+		had[k] = true
+	}
+	has := make(map[string]bool, len(a))
+	var moved []string
+	for _, k := range a {
+		has[k] = true
+		if !had[k] {
+			moved = append(moved, "+"+k)
+		}
+	}
+	for _, k := range b {
+		if !has[k] {
+			moved = append(moved, "−"+k)
+		}
+	}
+	shown := count(len(a), "key")
+	if len(moved) > maxListedKeys {
+		moved = append(moved[:maxListedKeys], fmt.Sprintf("… %d more", len(moved)-maxListedKeys))
+	}
+	if len(moved) > 0 {
+		shown += ": " + strings.Join(moved, " ")
+	}
+	return Change{Field: field, Before: count(len(b), "key"), After: shown}
 }
 
 // leadingFields come first in a diff, in this order.

@@ -22,6 +22,8 @@ func TestDiff(t *testing.T) {
 		{"state first, times last", `{"state":"on","expires_at":"2026-12-04T09:01:34.790043209Z","on_since":"2026-12-01T09:01:34.790043209Z","owner":"a","rollout":{"percent":100}}`,
 			`{"state":"off","expires_at":null,"on_since":null,"owner":"b","rollout":{"percent":5}}`,
 			[]Change{{"state", "on", "off"}, {"rollout.percent", "100", "5"}, {"owner", "a", "b"}, {"expires_at", "2026-12-04 09:01:34 UTC", ""}, {"on_since", "2026-12-01 09:01:34 UTC", ""}}},
+		{"key lists show counts and what moved", `{"rollout":{"percent":5,"include":["t1","t2"]}}`, `{"rollout":{"percent":5,"include":["t2","t3","t4"],"exclude":["a"]}}`,
+			[]Change{{"rollout.exclude", "0 keys", "1 key: +a"}, {"rollout.include", "2 keys", "3 keys: +t3 +t4 −t1"}}},
 		{"a limit's mode before its parameters", `{"mode":"shadow","rate":1}`, `{"mode":"enforce","rate":2}`, []Change{{"mode", "shadow", "enforce"}, {"rate", "1", "2"}}},
 	} {
 		if got := diff(tc.before, tc.after); !reflect.DeepEqual(got, tc.want) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -40,17 +41,6 @@ func startClocked(t *testing.T, offset *atomic.Int64) *console.Console {
 	return c
 }
 
-func eventuallyUI(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestExpiryPages: a switch on past its expiry shows on the Overview and
 // on its page as "on for … — confirm or turn off" with a renew form, and
 // the navigation bar counts the open findings; renewing without a reason
@@ -68,7 +58,7 @@ func TestExpiryPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	offset.Store(int64(time.Hour + time.Second))
-	eventuallyUI(t, "expired_on opens", func() bool {
+	servertest.Eventually(t, 10*time.Second, "expired_on opens", func() bool {
 		list, _ := finding.List(c.DB, finding.Filter{Kind: finding.ExpiredOn, Open: true})
 		return len(list) == 1
 	})

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/gin-gonic/gin"
 
@@ -93,7 +94,7 @@ type formParser struct {
 	// from, when set, holds the values instead of the posted form (a
 	// draft carried in a URL's query).
 	from url.Values
-	errs []*server.FieldError
+	errs server.FieldErrors
 }
 
 func (p *formParser) str(name string) string {
@@ -101,6 +102,12 @@ func (p *formParser) str(name string) string {
 		return strings.TrimSpace(p.from.Get(name))
 	}
 	return strings.TrimSpace(p.c.PostForm(name))
+}
+
+// keys reads a pasted key list: keys separated by newlines, commas or
+// spaces; empty entries are dropped.
+func (p *formParser) keys(name string) []string {
+	return strings.FieldsFunc(p.str(name), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 func (p *formParser) float(name string) float64 {
@@ -149,13 +156,6 @@ func (p *formParser) list(name string) []string {
 	return out
 }
 
-func (p *formParser) add(field, msg string) {
-	p.errs = append(p.errs, &server.FieldError{Field: field, Msg: msg})
-}
+func (p *formParser) add(field, msg string) { p.errs.Add(field, msg) }
 
-func (p *formParser) err() error {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	return &server.ValidationError{Fields: p.errs}
-}
+func (p *formParser) err() error { return p.errs.Err() }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,9 +19,9 @@ import (
 )
 
 // fieldErr matches the error of the input named input, shown right under
-// it and naming its label.
+// it, naming its label and starting with msg (a hint may follow).
 func fieldErr(input, label, msg string) *regexp.Regexp {
-	return regexp.MustCompile(`name="` + regexp.QuoteMeta(input) + `"[^>]*>\s*<span class="ferr" role="alert">` + regexp.QuoteMeta(label+": "+msg) + `</span>`)
+	return regexp.MustCompile(`name="` + regexp.QuoteMeta(input) + `"[^>]*>\s*<span class="ferr" role="alert">` + regexp.QuoteMeta(label+": "+msg) + `[^<]*</span>`)
 }
 
 // TestFormsNameTheirFields: a form's error stands under the input it is
@@ -79,6 +80,45 @@ func TestFormsNameTheirFields(t *testing.T) {
 		}
 		if got, _ := c.Service.GetLimit(ctx, "checkout", "GET /cart"); got.State != wire.StateOn {
 			t.Errorf("state=of turned the rule %s", got.State)
+		}
+	})
+
+	t.Run("key lists are pasted, counted, and a key in both lists is marked", func(t *testing.T) {
+		sw, _, err := c.Service.CreateSwitch(ctx, admin, "checkout", server.SwitchInput{Name: "tenants", Level: wire.L3, Reason: "seed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		on := func(v url.Values) (int, string) {
+			v.Set("_csrf", tok)
+			v.Set("reason", "tenants first")
+			v.Set("percent", "0")
+			status, _, body := cl.post("/ui/apps/checkout/switches/tenants/on", v)
+			return status, body
+		}
+		status, body := on(url.Values{"version": {strconv.FormatInt(sw.Version, 10)}, "include": {"t1\nt2, t3"}, "exclude": {"audit t2"}})
+		if status != http.StatusBadRequest || !regexp.MustCompile(`name="exclude"[^>]*>audit t2</textarea>\s*<span class="ferr" role="alert">Exclude keys: key &#34;t2&#34; is also in include</span>`).MatchString(body) {
+			t.Fatalf("a key in both lists: %d, want 400 marked at Exclude keys\n%s", status, body)
+		}
+		if got, _ := c.Service.GetSwitch(ctx, "checkout", "tenants"); got.State != wire.StateOff {
+			t.Fatal("the refused form turned the switch on")
+		}
+		if status, body = on(url.Values{"version": {strconv.FormatInt(sw.Version, 10)}, "include": {"t1\nt2, t3"}, "exclude": {"audit"}}); status != http.StatusSeeOther {
+			t.Fatalf("valid lists: %d\n%s", status, body)
+		}
+		got, _ := c.Service.GetSwitch(ctx, "checkout", "tenants")
+		if r := got.Rollout(); !slices.Equal(r.Include, []string{"t1", "t2", "t3"}) || !slices.Equal(r.Exclude, []string{"audit"}) {
+			t.Fatalf("stored lists %q / %q", r.Include, r.Exclude)
+		}
+		if _, page := cl.get("/ui/apps/checkout/switches/tenants"); !strings.Contains(page, "+ 3 included keys") || !strings.Contains(page, "− 1 excluded key") {
+			t.Errorf("the switch page does not count the lists\n%s", page)
+		}
+		// A form without the list fields (the overview's quick turn-on)
+		// keeps them.
+		if status, body = on(url.Values{"version": {strconv.FormatInt(got.Version, 10)}}); status != http.StatusSeeOther {
+			t.Fatalf("rollout change without lists: %d\n%s", status, body)
+		}
+		if r, _ := c.Service.GetSwitch(ctx, "checkout", "tenants"); len(r.Rollout().Include) != 3 {
+			t.Errorf("a form without lists dropped them: %q", r.Rollout().Include)
 		}
 	})
 

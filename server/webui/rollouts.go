@@ -23,7 +23,13 @@ import (
 // (target, applied N/M, gate verdicts and their values, time left in the
 // hold), live, with pause, resume, advance and abort.
 
-func (h *handler) registerRollouts(in *gin.RouterGroup) {
+// rolloutPages are the staged rollouts' pages on the web UI's handler.
+type rolloutPages struct {
+	*handler
+	svc *rollout.Service
+}
+
+func (h rolloutPages) register(in *gin.RouterGroup) {
 	in.POST("/apps/:app/switches/:name/rollouts", h.startRollout)
 	in.GET("/apps/:app/rollouts/:id", h.rolloutPage)
 	in.POST("/apps/:app/rollouts/:id/:action", h.rolloutAction)
@@ -46,8 +52,8 @@ type RolloutChoice struct {
 
 // rolloutSection is the switch page's section: the active plan, the
 // last ended ones, and the start form.
-func (h *handler) rolloutSection(c *gin.Context, sw *server.Switch) (any, error) {
-	svc := h.domains.Rollouts
+func (h rolloutPages) rolloutSection(c *gin.Context, sw *server.Switch) (any, error) {
+	svc := h.svc
 	ctx := c.Request.Context()
 	list, _, err := svc.List(ctx, sw.App, rollout.Filter{Switch: sw.Name, Page: server.Page{Limit: 6}})
 	if err != nil {
@@ -83,7 +89,7 @@ func (h *handler) rolloutSection(c *gin.Context, sw *server.Switch) (any, error)
 }
 
 // startRollout starts a plan from the switch page's form.
-func (h *handler) startRollout(c *gin.Context) {
+func (h rolloutPages) startRollout(c *gin.Context) {
 	app, name := c.Param("app"), c.Param("name")
 	fp := &formParser{c: c}
 	tmpl, direction, _ := strings.Cut(fp.str("template"), "/")
@@ -108,7 +114,7 @@ func (h *handler) startRollout(c *gin.Context) {
 		h.switchPage(c, 0, "rollout", err)
 		return
 	}
-	v, err := h.domains.Rollouts.Create(c.Request.Context(), actor(c), app, in)
+	v, err := h.svc.Create(c.Request.Context(), actor(c), app, in)
 	if err != nil {
 		h.switchPage(c, 0, "rollout", err)
 		return
@@ -116,11 +122,11 @@ func (h *handler) startRollout(c *gin.Context) {
 	redirect(c, rolloutURL(app, v.ID), fmt.Sprintf("Started staged rollout #%d of %s/%s: %s.", v.ID, app, name, v.Label()))
 }
 
-func (h *handler) rolloutPage(c *gin.Context) { h.renderRollout(c, http.StatusOK, "", nil) }
+func (h rolloutPages) rolloutPage(c *gin.Context) { h.renderRollout(c, http.StatusOK, "", nil) }
 
 // renderRollout shows plan :id of :app; form and ferr describe a failed
 // form on it.
-func (h *handler) renderRollout(c *gin.Context, status int, form string, ferr error) {
+func (h rolloutPages) renderRollout(c *gin.Context, status int, form string, ferr error) {
 	app := c.Param("app")
 	// Fleet: instance acks refresh the timeline's applied N/M as they come.
 	p := &page{Title: "Staged rollout", Nav: "switches", Fleet: true}
@@ -129,7 +135,7 @@ func (h *handler) renderRollout(c *gin.Context, status int, form string, ferr er
 		h.fail(c, "rollout", p, "page", missing(server.ErrNotFound, "staged rollout "+c.Param("id")))
 		return
 	}
-	v, err := h.domains.Rollouts.Get(c.Request.Context(), app, id)
+	v, err := h.svc.Get(c.Request.Context(), app, id)
 	if err != nil {
 		h.fail(c, "rollout", p, "page", missing(err, fmt.Sprintf("staged rollout #%d of %s", id, app)))
 		return
@@ -144,9 +150,9 @@ func (h *handler) renderRollout(c *gin.Context, status int, form string, ferr er
 }
 
 // rolloutAction pauses, resumes, aborts or advances a plan.
-func (h *handler) rolloutAction(c *gin.Context) {
+func (h rolloutPages) rolloutAction(c *gin.Context) {
 	app, action := c.Param("app"), c.Param("action")
-	svc := h.domains.Rollouts
+	svc := h.svc
 	do := map[string]func(context.Context, server.Actor, string, int64, rollout.ActionInput) (*rollout.View, error){
 		"pause": svc.Pause, "resume": svc.Resume, "abort": svc.Abort, "advance": svc.Advance,
 	}[action]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
@@ -62,16 +63,11 @@ func startRolloutConsole(t *testing.T, instances ...string) *rolloutConsole {
 		}
 		t.Cleanup(func() { cl.Close() })
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		if _, n := c.Fleet.AppliedBy("checkout", 0, nil); n == len(instances) {
-			return rc
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the fleet model does not see the %d instances", len(instances))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	servertest.Eventually(t, 15*time.Second, fmt.Sprintf("the fleet model sees the %d instances", len(instances)), func() bool {
+		_, n := c.Fleet.AppliedBy("checkout", 0, nil)
+		return n == len(instances)
+	})
+	return rc
 }
 
 var planLink = regexp.MustCompile(`^/ui/apps/checkout/rollouts/(\d+)$`)

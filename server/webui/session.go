@@ -211,8 +211,16 @@ func (h *handler) renderLogin(c *gin.Context, status int, msg string) {
 	})
 	h.render(c, status, "login", &page{
 		Title: "Sign in", CSRF: tok, Error: msg, Form: "login", Values: c.Request.PostForm,
-		Apps: []string{}, Data: map[string]any{"Next": safeNext(cmp.Or(c.PostForm("next"), c.Query("next"))), "FirstRun": h.firstRun(c)},
+		Apps: []string{}, Data: h.loginData(c),
 	})
+}
+
+func (h *handler) loginData(c *gin.Context) map[string]any {
+	d := map[string]any{"Next": safeNext(cmp.Or(c.PostForm("next"), c.Query("next"))), "FirstRun": h.firstRun(c)}
+	if sso := h.signInCfg.SSO; sso != nil {
+		d["SSO"], d["SSOName"] = true, sso.Name()
+	}
+	return d
 }
 
 // firstRun reports whether no user exists yet (the bootstrap token signs
@@ -248,6 +256,12 @@ func (h *handler) login(c *gin.Context) {
 		h.renderLogin(c, http.StatusBadRequest, missingCredentials(username, h.firstRun(c)))
 		return
 	}
+	sso := h.signInCfg.SSO != nil
+	reason := strings.TrimSpace(c.PostForm("reason"))
+	if sso && reason == "" {
+		h.renderLogin(c, http.StatusBadRequest, "No reason given: single sign-on is on, so a password sign-in is break-glass; say why you need it.")
+		return
+	}
 	if ok, wait := h.signIn.admit(username, c.ClientIP()); !ok {
 		secs := max(1, int(math.Ceil(wait.Seconds())))
 		c.Header("Retry-After", strconv.Itoa(secs))
@@ -266,6 +280,21 @@ func (h *handler) login(c *gin.Context) {
 		}
 		h.renderLogin(c, status, msg)
 		return
+	}
+	if sso {
+		if why := h.localAllowed(c, u); why != "" {
+			h.renderLogin(c, http.StatusForbidden, why)
+			return
+		}
+		if err := h.recordLocal(c, u, reason); err != nil {
+			var ve *server.ValidationError
+			if errors.As(err, &ve) {
+				h.renderLogin(c, http.StatusBadRequest, "The reason: "+ve.Error())
+				return
+			}
+			h.renderLogin(c, http.StatusServiceUnavailable, "Could not record the break-glass sign-in; try again.")
+			return
+		}
 	}
 	if err := h.sessions.start(c, u); err != nil {
 		h.renderLogin(c, http.StatusServiceUnavailable, "Could not start a session; try again.")

@@ -126,6 +126,9 @@ func (h *handler) switchList(c *gin.Context) {
 // switchPage renders the detail page of a switch; form and err describe a
 // failed form on it.
 func (h *handler) switchPage(c *gin.Context, status int, form string, ferr error) {
+	if held(c, ferr) {
+		return
+	}
 	app, name := c.Param("app"), c.Param("name")
 	p := &page{Title: app + "/" + name, Nav: "switches", Fleet: true}
 	sw, err := h.svc.GetSwitch(c.Request.Context(), app, name)
@@ -253,11 +256,26 @@ func (h *handler) turnOnSwitch(c *gin.Context, app, name string, onErr func(erro
 	if _, ok := c.Request.PostForm["selector"]; !ok {
 		r.Selector = sw.Rollout().Selector
 	}
+	// Key lists are pasted into the on form; forms without them keep the
+	// switch's.
+	if _, ok := c.Request.PostForm["include"]; ok {
+		r.Include = fp.keys("include")
+	} else {
+		r.Include = sw.Rollout().Include
+	}
+	if _, ok := c.Request.PostForm["exclude"]; ok {
+		r.Exclude = fp.keys("exclude")
+	} else {
+		r.Exclude = sw.Rollout().Exclude
+	}
 	if server.NeedsConfirmation(sw.Level, r.Percent) && !confirmed(c) {
 		h.confirm(c, sw, "turn "+app+"/"+name+" on", "/on", sw.Level, r)
 		return
 	}
 	_, rc, err := h.svc.TurnOn(c.Request.Context(), actor(c), app, name, t)
+	if held(c, err) {
+		return
+	}
 	if err != nil {
 		onErr(err)
 		return

@@ -23,12 +23,7 @@ import (
 	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 	"github.com/switchyard-io/switchyard/server"
-	"github.com/switchyard-io/switchyard/server/drill"
-	"github.com/switchyard-io/switchyard/server/expiry"
 	"github.com/switchyard-io/switchyard/server/fleet"
-	"github.com/switchyard-io/switchyard/server/notify"
-	"github.com/switchyard-io/switchyard/server/rollout"
-	"github.com/switchyard-io/switchyard/server/trigger"
 	"github.com/switchyard-io/switchyard/web"
 )
 
@@ -61,44 +56,10 @@ type Deps struct {
 	Etcd      *clientv3.Client
 	Namespace string
 	Logger    *slog.Logger
-	Domains   Domains
-}
-
-// Domains are the services of the job domains (staged rollouts,
-// auto-triggers, drills, expiry and findings, notification channels); each
-// has a file of pages here, which registerDomains mounts.
-type Domains struct {
-	Drills *drill.Service
-	// Expiry: the switch page's expiry banner and renew form, the
-	// Overview's findings, the Findings page (expiry.go).
-	Expiry *expiry.Service
-	// Channels: the notification channels page (channels.go).
-	Channels *notify.Service
-	// Triggers are the auto-trigger rules (triggers.go).
-	Triggers *trigger.Service
-	// Rollouts are the staged rollouts (rollouts.go).
-	Rollouts *rollout.Service
-}
-
-// registerDomains mounts each job domain's pages on in (signed in, CSRF
-// checked) and registers its sections of the switch page and the Overview
-// (sections.go).
-func (h *handler) registerDomains(in *gin.RouterGroup) {
-	if h.domains.Drills != nil {
-		drillPages{h, h.domains.Drills}.register(in)
-	}
-	if h.domains.Expiry != nil {
-		h.registerExpiry(in, h.domains.Expiry)
-	}
-	if h.domains.Channels != nil {
-		h.registerChannels(in, h.domains.Channels)
-	}
-	if h.domains.Triggers != nil {
-		h.registerTriggers(in, h.domains.Triggers)
-	}
-	if h.domains.Rollouts != nil {
-		h.registerRollouts(in)
-	}
+	// Domains are the job domains' pages (domains.go).
+	Domains []Pages
+	// SignIn is single sign-on and the local accounts' policy (sso.go).
+	SignIn SignIn
 }
 
 // UI is the web console.
@@ -119,7 +80,7 @@ func New(d Deps, o Options) *UI {
 		hub:      newHub(d.Etcd, db, d.Namespace),
 		signIn:   newSignInThrottle(o.Clock),
 		onSwitch: map[string]SwitchSection{}, onOverview: map[string]OverviewSection{},
-		domains: d.Domains,
+		domains: d.Domains, signInCfg: d.SignIn,
 	}
 	d.Service.OnCredentialsChange(endSessions)
 	h.hub.start()
@@ -141,7 +102,8 @@ type handler struct {
 	// onSwitch and onOverview are the job domains' sections (sections.go).
 	onSwitch   map[string]SwitchSection
 	onOverview map[string]OverviewSection
-	domains    Domains
+	domains    []Pages
+	signInCfg  SignIn
 	verify     verifyCache
 	pages      map[string]*template.Template
 	sessions   *sessions
@@ -152,6 +114,9 @@ type handler struct {
 	// findingCounts counts the open findings for the navigation bar (nil:
 	// no count).
 	findingCounts func(*gin.Context) *FindingCounts
+	// openRequests counts the change requests waiting, for the
+	// navigation bar's badge (requests.go).
+	openRequests func(*gin.Context) int
 }
 
 func (h *handler) routes(r *gin.Engine) {
@@ -161,6 +126,10 @@ func (h *handler) routes(r *gin.Engine) {
 	ui.StaticFS("/static", http.FS(static))
 	ui.GET("/login", h.loginPage)
 	ui.POST("/login", h.login)
+	if h.signInCfg.SSO != nil {
+		ui.GET("/login/oidc", h.ssoStart)
+		ui.GET("/login/oidc/callback", h.ssoCallback)
+	}
 
 	r.NoRoute(h.notFound)
 
@@ -196,7 +165,12 @@ func (h *handler) routes(r *gin.Engine) {
 	in.POST("/admin/users/:username", h.updateUser)
 	in.POST("/admin/tokens", h.createToken)
 	in.POST("/admin/tokens/:id/revoke", h.revokeToken)
-	h.registerDomains(in)
+	for _, d := range h.domains {
+		if d.mount != nil {
+			d.mount(h, in)
+		}
+	}
+	h.registerRequests(in)
 }
 
 // securityHeaders keeps pages out of frames and scripts to our own origin.
@@ -231,6 +205,8 @@ type page struct {
 	Fleet bool
 	// Findings are the open findings, counted for the navigation bar.
 	Findings *FindingCounts
+	// OpenRequests counts the change requests waiting (the badge).
+	OpenRequests int
 }
 
 // Err returns the error of field in form, if that form failed. A field
@@ -243,7 +219,7 @@ func (p *page) Err(form, field string) string {
 		return m
 	}
 	for k, m := range p.Errors {
-		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") {
+		if strings.HasSuffix(k, "."+field) || strings.HasPrefix(k, field+"[") || strings.Contains(k, "."+field+"[") {
 			return m
 		}
 	}
@@ -329,6 +305,7 @@ var funcs = template.FuncMap{
 	"linkPath":  linkPath,
 	"isTime":    isTime,
 	"lastRead":  lastRead,
+	"lines":     func(keys []string) string { return strings.Join(keys, "\n") },
 	"pathEsc": func(s string) string {
 		return url.PathEscape(s)
 	},
@@ -499,6 +476,9 @@ func (h *handler) render(c *gin.Context, status int, name string, p *page) {
 	}
 	if p.User != nil && h.findingCounts != nil {
 		p.Findings = h.findingCounts(c)
+	}
+	if p.User != nil && h.openRequests != nil {
+		p.OpenRequests = h.openRequests(c)
 	}
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-io/switchyard/internal/agent"
 	"github.com/switchyard-io/switchyard/internal/etcdtest"
 	"github.com/switchyard-io/switchyard/internal/pgtest"
+	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/sdk"
 	"github.com/switchyard-io/switchyard/server/console"
 )
@@ -139,17 +140,6 @@ func api(t *testing.T, c *console.Console, method, path, body string, want int) 
 	}
 }
 
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestNodeOpenFeatureClient evaluates a switch through a running agent
 // with @openfeature/server-sdk and @openfeature/ofrep-provider while the
 // console changes it, then with etcd stopped.
@@ -170,7 +160,7 @@ func TestNodeOpenFeatureClient(t *testing.T) {
 		defer cancel()
 		_ = c.Shutdown(ctx)
 	})
-	eventually(t, 15*time.Second, "the console leads", c.Scheduler.Leading)
+	servertest.Eventually(t, 15*time.Second, "the console leads", c.Scheduler.Leading)
 	base := "/api/v1/apps/checkout/switches"
 	api(t, c, "POST", base, `{"name":"recommend","level":"L1","fallback":{"items":[]},"reason":"ofrep test"}`, 201)
 
@@ -194,7 +184,7 @@ func TestNodeOpenFeatureClient(t *testing.T) {
 
 	node := startNode(t, srv.URL)
 	var d detail
-	eventually(t, 10*time.Second, "the published switch", func() bool {
+	servertest.Eventually(t, 10*time.Second, "the published switch", func() bool {
 		d = node.boolean("recommend")
 		return d.Metadata["source"] == "live"
 	})
@@ -222,7 +212,7 @@ func TestNodeOpenFeatureClient(t *testing.T) {
 
 	// 50 % with key stickiness: the same answers as the Go SDK for 1,000 keys.
 	api(t, c, "POST", base+"/recommend/on", `{"reason":"half","version":2,"rollout":{"percent":50,"stickiness":"key"}}`, 200)
-	eventually(t, 10*time.Second, "version 3 in the agent and the Go SDK", func() bool {
+	servertest.Eventually(t, 10*time.Second, "version 3 in the agent and the Go SDK", func() bool {
 		d = node.boolean("recommend")
 		return d.Metadata["version"] == 3.0 && h.Value() != nil && h.Value().Version == 3
 	})
@@ -259,7 +249,7 @@ func TestNodeOpenFeatureClient(t *testing.T) {
 
 	// etcd stopped: the same answers, marked stale.
 	etcd.Stop()
-	eventually(t, 15*time.Second, "stale answers", func() bool {
+	servertest.Eventually(t, 15*time.Second, "stale answers", func() bool {
 		return node.boolean("recommend").Metadata["source"] == "stale"
 	})
 	stale := node.eval("boolean", "recommend", false, keys...)

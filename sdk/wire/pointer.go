@@ -1,4 +1,4 @@
-package drill
+package wire
 
 import (
 	"errors"
@@ -6,17 +6,18 @@ import (
 	"strings"
 )
 
-// pointer is a parsed RFC 6901 JSON pointer: its reference tokens,
+// Pointer is a parsed RFC 6901 JSON pointer: its reference tokens,
 // unescaped ("~1" is "/", "~0" is "~"). The empty pointer "" is the whole
-// document.
-type pointer struct {
+// document. Drill probes and the SDK's shadow verification name required
+// fields with it.
+type Pointer struct {
 	text   string
 	tokens []string
 }
 
-// parsePointer parses s as an RFC 6901 JSON pointer.
-func parsePointer(s string) (pointer, error) {
-	p := pointer{text: s}
+// ParsePointer parses s as an RFC 6901 JSON pointer.
+func ParsePointer(s string) (Pointer, error) {
+	p := Pointer{text: s}
 	if s == "" {
 		return p, nil
 	}
@@ -34,10 +35,13 @@ func parsePointer(s string) (pointer, error) {
 	return p, nil
 }
 
-// resolve reports whether the pointer names a member of doc, a value
+// String returns the pointer as written.
+func (p Pointer) String() string { return p.text }
+
+// Resolve reports whether the pointer names a member of doc, a value
 // decoded by encoding/json (maps, slices, scalars). A member whose value is
 // null exists.
-func (p pointer) resolve(doc any) bool {
+func (p Pointer) Resolve(doc any) bool {
 	cur := doc
 	for _, tok := range p.tokens {
 		switch v := cur.(type) {
