@@ -27,8 +27,8 @@ import (
 // Config is the console's configuration. Every field has a flag and a
 // SWITCHYARD_* environment twin; flags win over the environment. A secret
 // (the database URL, the bootstrap token, the Prometheus token, the etcd
-// password) is also read from a file: SWITCHYARD_<NAME>_FILE or
-// --<name>-file, as the Postgres image does.
+// password, the OIDC client secret) is also read from a file:
+// SWITCHYARD_<NAME>_FILE or --<name>-file, as the Postgres image does.
 type Config struct {
 	Listen            string        // --listen / SWITCHYARD_LISTEN
 	DataDir           string        // --data-dir / SWITCHYARD_DATA_DIR
@@ -228,8 +228,7 @@ func (c *Config) settings() []setting {
 		{"egress-allow", "SWITCHYARD_EGRESS_ALLOW", "comma-separated `CIDRs or host:port` drill probes and webhooks may reach although private, loopback, link-local or the console's own (default none)", (*listValue)(&c.EgressAllow)},
 		{"oidc-issuer", "SWITCHYARD_OIDC_ISSUER", "issuer `URL` of the OpenID Connect identity provider for single sign-on to the web console (empty: local accounts only)", (*stringValue)(&c.OIDC.Issuer)},
 		{"oidc-client-id", "SWITCHYARD_OIDC_CLIENT_ID", "OAuth client `id` registered at the identity provider", (*stringValue)(&c.OIDC.ClientID)},
-		{"oidc-client-secret-file", "SWITCHYARD_OIDC_CLIENT_SECRET_FILE", "`file` holding the OAuth client secret", (*stringValue)(&c.OIDC.ClientSecretFile)},
-		{"", "SWITCHYARD_OIDC_CLIENT_SECRET", "OAuth client secret (or SWITCHYARD_OIDC_CLIENT_SECRET_FILE)", (*stringValue)(&c.OIDC.ClientSecret)},
+		{"oidc-client-secret", "SWITCHYARD_OIDC_CLIENT_SECRET", "OAuth client secret (unset: a public client, PKCE only)", secretValue{(*stringValue)(&c.OIDC.ClientSecret), false}},
 		{"oidc-scopes", "SWITCHYARD_OIDC_SCOPES", "comma-separated `scopes` to ask for (default openid,profile,email,groups)", (*listValue)(&c.OIDC.Scopes)},
 		{"oidc-groups-claim", "SWITCHYARD_OIDC_GROUPS_CLAIM", "`claim` holding the groups, read from the ID token or else UserInfo", (*stringValue)(&c.OIDC.GroupsClaim)},
 		{"oidc-rules-file", "SWITCHYARD_OIDC_RULES_FILE", "JSON `file` of rules mapping groups to a role and app grants: [{\"group\":\"sre\",\"role\":\"admin\"}, …]", (*stringValue)(&c.OIDC.RulesFile)},

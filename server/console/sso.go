@@ -17,8 +17,9 @@ import (
 type OIDCConfig struct {
 	Issuer   string
 	ClientID string
-	// ClientSecret comes from the environment only; ClientSecretFile
-	// from a file (a secret never goes on a command line).
+	// ClientSecret: SWITCHYARD_OIDC_CLIENT_SECRET, or the file its _FILE
+	// or --oidc-client-secret-file names (read by LoadEnv and the flags);
+	// ClientSecretFile names such a file for a Config built in Go.
 	ClientSecret     string
 	ClientSecretFile string
 	Scopes           []string
@@ -56,7 +57,7 @@ func (c *Config) validateSSO() []settingError {
 		bad("oidc-client-id", "is required with --oidc-issuer")
 	}
 	if _, err := o.secret(); err != nil {
-		bad("oidc-client-secret-file", "%v", err)
+		bad("oidc-client-secret", "%v", err)
 	}
 	if o.RedirectURL != "" {
 		if u, err := url.Parse(o.RedirectURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
