@@ -44,10 +44,19 @@ func (s *Service) LatestCheckpoint(ctx context.Context) (*audit.StoredCheckpoint
 	return cp, nil
 }
 
-// AuditCheckpoints returns every signed checkpoint, oldest first.
-func (s *Service) AuditCheckpoints(ctx context.Context) ([]audit.StoredCheckpoint, error) {
-	cps, err := audit.Checkpoints(ctx, s.db)
-	return cps, mapDBError(err)
+// AuditCheckpoints returns one page of the signed checkpoints, oldest
+// (smallest) first, and the cursor of the next page.
+func (s *Service) AuditCheckpoints(ctx context.Context, pg Page) ([]audit.StoredCheckpoint, string, error) {
+	q, err := pg.Oldest(s.db.WithContext(ctx), "size")
+	if err != nil {
+		return nil, "", err
+	}
+	var cps []audit.StoredCheckpoint
+	if err := q.Find(&cps).Error; err != nil {
+		return nil, "", unavailable(err)
+	}
+	cps, next := Cut(cps, pg, func(cp *audit.StoredCheckpoint) string { return IDKey(cp.Size) })
+	return cps, next, nil
 }
 
 // InclusionProof proves that an event is in the audit tree of a size.

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"sort"
 	"strconv"
 
 	"gorm.io/gorm"
@@ -44,14 +45,23 @@ func (pg Page) ByName(q *gorm.DB, col string) *gorm.DB {
 // and narrows it to the page: keys below After. A cursor that is not a
 // key of such a list is refused, naming "cursor".
 func (pg Page) Newest(q *gorm.DB, col string) (*gorm.DB, error) {
+	return pg.byNumber(q, col, "<", " DESC")
+}
+
+// Oldest is Newest the other way round: lowest first, keys above After.
+func (pg Page) Oldest(q *gorm.DB, col string) (*gorm.DB, error) {
+	return pg.byNumber(q, col, ">", "")
+}
+
+func (pg Page) byNumber(q *gorm.DB, col, after, order string) (*gorm.DB, error) {
 	id, err := pg.AfterID()
 	if err != nil {
 		return nil, err
 	}
 	if id > 0 {
-		q = q.Where(col+" < ?", id)
+		q = q.Where(col+" "+after+" ?", id)
 	}
-	return pg.limit(q.Order(col + " DESC")), nil
+	return pg.limit(q.Order(col + order)), nil
 }
 
 // AfterID is After as the key of a list ordered by id, newest first: 0
@@ -76,6 +86,13 @@ func Cut[T any](list []T, pg Page, key func(*T) string) ([]T, string) {
 	}
 	list = list[:pg.Limit]
 	return list, key(&list[pg.Limit-1])
+}
+
+// CutSorted pages a list held whole in memory, ordered by key: the
+// entries after After, cut to the page (see Cut).
+func CutSorted[T any](list []T, pg Page, key func(*T) string) ([]T, string) {
+	from := sort.Search(len(list), func(i int) bool { return key(&list[i]) > pg.After })
+	return Cut(list[from:], pg, key)
 }
 
 // IDKey is the cursor key of an entry of a list ordered by id.

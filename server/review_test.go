@@ -42,7 +42,7 @@ func TestBootstrapTokenRotation(t *testing.T) {
 		}
 		// The first token's actor differs from the second's, though both
 		// were named "bootstrap".
-		tokens, _ := svc.ListTokens(ctx)
+		tokens, _, _ := svc.ListTokens(ctx, Page{})
 		if len(tokens) != 2 || tokens[0].actor().Name == tokens[1].actor().Name {
 			t.Fatalf("tokens %+v: actors not told apart", tokens)
 		}

@@ -138,13 +138,19 @@ func (s *Service) CreateToken(ctx context.Context, a Actor, in TokenInput) (stri
 	return secret, t, nil
 }
 
-// ListTokens returns every token, newest first.
-func (s *Service) ListTokens(ctx context.Context) ([]Token, error) {
-	var ts []Token
-	if err := s.db.WithContext(ctx).Order("id DESC").Find(&ts).Error; err != nil {
-		return nil, unavailable(err)
+// ListTokens returns one page of the tokens, newest first (Page{}: all),
+// and the cursor of the next page.
+func (s *Service) ListTokens(ctx context.Context, pg Page) ([]Token, string, error) {
+	q, err := pg.Newest(s.db.WithContext(ctx), "id")
+	if err != nil {
+		return nil, "", err
 	}
-	return ts, nil
+	var ts []Token
+	if err := q.Find(&ts).Error; err != nil {
+		return nil, "", unavailable(err)
+	}
+	ts, next := Cut(ts, pg, func(t *Token) string { return IDKey(t.ID) })
+	return ts, next, nil
 }
 
 // RevokeToken revokes a token by id.

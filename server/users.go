@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -76,15 +77,18 @@ func (u *User) Actor() Actor {
 	return Actor{Name: u.Username, Kind: audit.ActorUser, Role: u.Role, Apps: u.Grants()}
 }
 
-// UserView is the representation of a user in the audit log (never the
-// password hash).
+// UserView is the representation of a user in the API and the audit log
+// (never the password hash).
 type UserView struct {
 	User
 	GrantedApps []string `json:"apps"`
+	IsDisabled  bool     `json:"disabled"`
 }
 
-// View returns the audit representation.
-func (u *User) View() UserView { return UserView{User: *u, GrantedApps: u.Grants()} }
+// View returns the API and audit representation.
+func (u *User) View() UserView {
+	return UserView{User: *u, GrantedApps: u.Grants(), IsDisabled: u.Disabled()}
+}
 
 // UserInput creates a user.
 type UserInput struct {
@@ -95,13 +99,87 @@ type UserInput struct {
 	Reason   string   `json:"reason"`
 }
 
-// UserPatch changes a user; nil fields stay as they are.
+// UserPatch changes some fields of a user. Its JSON form is an RFC 7396
+// merge patch (Patch) over the user's role, apps and disabled as the API
+// shows them, plus the write-only password; Go callers may set the typed
+// fields instead, each non-nil one a member of the patch. Users have no
+// version: a patch naming one is refused.
 type UserPatch struct {
-	Role     *Role     `json:"role"`
-	Apps     *[]string `json:"apps"`
-	Password *string   `json:"password"`
-	Disabled *bool     `json:"disabled"`
-	Reason   string    `json:"reason"`
+	Reason   string
+	Role     *Role
+	Apps     *[]string
+	Password *string
+	Disabled *bool
+
+	merge   json.RawMessage // the merge patch a JSON body gave
+	version *int64          // the version a JSON body named, refused
+}
+
+// UnmarshalJSON takes a merge patch.
+func (p *UserPatch) UnmarshalJSON(b []byte) error {
+	var mp Patch
+	if err := json.Unmarshal(b, &mp); err != nil {
+		return err
+	}
+	*p = UserPatch{Reason: mp.Reason, merge: mp.Fields, version: mp.Version}
+	return nil
+}
+
+// patch is the merge patch p stands for.
+func (p *UserPatch) patch() Patch {
+	if p.merge != nil {
+		return Patch{Fields: p.merge}
+	}
+	return PatchOf(map[string]any{"role": p.Role, "apps": p.Apps, "password": p.Password, "disabled": p.Disabled})
+}
+
+// userFields are the fields of a user a patch merges over, as the API
+// shows them, and the password a patch may set.
+type userFields struct {
+	Username string   `json:"username"`
+	Role     Role     `json:"role"`
+	Apps     []string `json:"apps"`
+	Disabled bool     `json:"disabled"`
+	Password *string  `json:"password"`
+}
+
+// apply merges the patch over u (a copy of cur, the stored user); now is
+// when a disable or a new password takes effect. It returns the members
+// the merged user cannot take.
+func (p *UserPatch) apply(cur, u *User, now time.Time) FieldErrors {
+	mp := p.patch()
+	var in userFields
+	v := mp.Merge(userFields{Role: cur.Role, Apps: cur.Grants(), Disabled: cur.Disabled()}, &in)
+	if p.version != nil {
+		v.Add("version", "users have no version; send the patch without one")
+	}
+	if mp.Names("username") {
+		v.Add("username", "cannot be changed; create a user with the new name and disable this one")
+	}
+	u.Role, u.Apps = in.Role, strings.Join(in.Apps, ",")
+	validateGrants(&v, u.Role, in.Apps)
+	switch {
+	case in.Disabled && u.DisabledAt == nil:
+		u.DisabledAt = &now
+	case !in.Disabled:
+		u.DisabledAt = nil
+	}
+	if in.Password == nil {
+		return v
+	}
+	validatePassword(&v, *in.Password)
+	if cur.Source == UserSSO {
+		v.Add("password", "this user signs in through single sign-on and has no password")
+	}
+	if len(v) > 0 {
+		return v
+	}
+	if hash, err := hashPassword(*in.Password); err != nil {
+		v.Add("password", err.Error())
+	} else {
+		u.PasswordHash, u.PasswordChangedAt = hash, now
+	}
+	return v
 }
 
 // validateGrants checks a role and its per-app grants (shared rules of
@@ -148,13 +226,15 @@ func prehash(pw string) []byte {
 // username costs as much time as a wrong password.
 var dummyHash, _ = hashPassword("switchyard-dummy-password")
 
-// ListUsers returns every user by name.
-func (s *Service) ListUsers(ctx context.Context) ([]User, error) {
+// ListUsers returns one page of the users by name (Page{}: all) and the
+// cursor of the next page.
+func (s *Service) ListUsers(ctx context.Context, pg Page) ([]User, string, error) {
 	var out []User
-	if err := s.db.WithContext(ctx).Order("username").Find(&out).Error; err != nil {
-		return nil, unavailable(err)
+	if err := pg.ByName(s.db.WithContext(ctx), "username").Find(&out).Error; err != nil {
+		return nil, "", unavailable(err)
 	}
-	return out, nil
+	out, next := Cut(out, pg, func(u *User) string { return u.Username })
+	return out, next, nil
 }
 
 // GetUser returns one user by id.
@@ -256,7 +336,7 @@ func (s *Service) saveUser(tx *gorm.DB, cur, next *User) (string, any, any, erro
 // password, role, grants or the disabled flag ends the user's sessions.
 func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p UserPatch) (*User, error) {
 	action := audit.UserUpdate
-	if p.Password != nil && p.Role == nil && p.Apps == nil && p.Disabled == nil {
+	if mp := p.patch(); mp.Names("password") && !mp.Names("role") && !mp.Names("apps") && !mp.Names("disabled") {
 		action = audit.UserPassword
 	}
 	var out *User
@@ -267,40 +347,12 @@ func (s *Service) UpdateUser(ctx context.Context, a Actor, username string, p Us
 		}
 		next := *cur
 		now := s.now()
-		if p.Role != nil {
-			next.Role = *p.Role
-		}
-		if p.Apps != nil {
-			next.Apps = strings.Join(*p.Apps, ",")
-		}
-		var v FieldErrors
-		validateGrants(&v, next.Role, next.Grants())
-		if p.Password != nil {
-			validatePassword(&v, *p.Password)
-			if cur.Source == UserSSO {
-				v.Add("password", "this user signs in through single sign-on and has no password")
-			}
-		}
-		if p.Disabled != nil {
-			switch {
-			case *p.Disabled && next.DisabledAt == nil:
-				next.DisabledAt = &now
-			case !*p.Disabled:
-				next.DisabledAt = nil
-			}
-		}
+		v := p.apply(cur, &next, now)
 		if cur.Username == a.Name && (next.Role != RoleAdmin || next.Disabled()) {
 			v.Add("role", "you cannot demote or disable yourself; ask another admin")
 		}
 		if err := v.Err(); err != nil {
 			return "", nil, nil, err
-		}
-		if p.Password != nil {
-			hash, err := hashPassword(*p.Password)
-			if err != nil {
-				return "", nil, nil, invalid("password", err.Error())
-			}
-			next.PasswordHash, next.PasswordChangedAt = hash, now
 		}
 		next.UpdatedAt = now
 		out = &next

@@ -101,16 +101,13 @@ func (h *handler) latestCheckpoint(c *gin.Context) {
 	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(cp.Note))
 }
 
-// listCheckpoints lists every signed checkpoint with the verifier key that
-// signed it, oldest first: what an offline verifier needs besides the
-// exported events.
+// listCheckpoints lists the signed checkpoints with the verifier key that
+// signed each, oldest first, a page at a time: what an offline verifier
+// needs besides the exported events.
 func (h *handler) listCheckpoints(c *gin.Context) {
-	cps, err := h.svc.AuditCheckpoints(c.Request.Context())
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"checkpoints": cps})
+	listPage(c, "checkpoints", func(pg server.Page) ([]audit.StoredCheckpoint, string, error) {
+		return h.svc.AuditCheckpoints(c.Request.Context(), pg)
+	}, same)
 }
 
 // inclusionProof proves event id is in the tree of size (default: the

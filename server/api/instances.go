@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/switchyard-io/switchyard/server"
+	"github.com/switchyard-io/switchyard/server/fleet"
 )
 
 // The fleet's views come from the console's fleet model, fed by one etcd
@@ -17,10 +20,16 @@ import (
 // (right after the console started, or after etcd came back).
 const syncWait = 2 * time.Second
 
-// instances lists the live SDK instances of the app with their signals.
+// instances lists the live SDK instances of the app with their signals,
+// by id, a page at a time.
 func (h *handler) instances(c *gin.Context) {
+	pg, ok := readPage(c, nil)
+	if !ok {
+		return
+	}
 	synced := h.waitSynced(c)
-	c.JSON(http.StatusOK, gin.H{"instances": h.fleet.Instances(c.Param("app")), "revision": h.fleet.Revision(), "synced": synced})
+	list, next := server.CutSorted(h.fleet.Instances(c.Param("app")), pg, func(in *fleet.InstanceView) string { return in.ID })
+	answerPage(c, gin.H{"instances": list, "revision": h.fleet.Revision(), "synced": synced}, next)
 }
 
 // switchSignals is the fleet's view of one switch: who applied it, who is

@@ -13,12 +13,9 @@ func (h *handler) listTokens(c *gin.Context) {
 	if !requireAdmin(c) {
 		return
 	}
-	ts, err := h.svc.ListTokens(c.Request.Context())
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"tokens": views(ts, (*server.Token).View)})
+	listPage(c, "tokens", func(pg server.Page) ([]server.Token, string, error) {
+		return h.svc.ListTokens(c.Request.Context(), pg)
+	}, (*server.Token).View)
 }
 
 func (h *handler) createToken(c *gin.Context) {

@@ -15,12 +15,9 @@ func (h *handler) listUsers(c *gin.Context) {
 	if !requireAdmin(c) {
 		return
 	}
-	us, err := h.svc.ListUsers(c.Request.Context())
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"users": views(us, (*server.User).View)})
+	listPage(c, "users", func(pg server.Page) ([]server.User, string, error) {
+		return h.svc.ListUsers(c.Request.Context(), pg)
+	}, (*server.User).View)
 }
 
 func (h *handler) getUser(c *gin.Context) {

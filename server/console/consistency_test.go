@@ -6,11 +6,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
+	"github.com/switchyard-io/switchyard/audit"
 	"github.com/switchyard-io/switchyard/internal/servertest"
 	"github.com/switchyard-io/switchyard/server/api"
 	"github.com/switchyard-io/switchyard/server/console"
@@ -18,8 +22,9 @@ import (
 
 // consistencyFixture is one console holding a few of every resource of
 // app shop (switches, limit rules, triggers, drills, staged rollouts,
-// channels, deliveries, findings), the same for every resource, so the
-// tests below can hold them all to the same rules.
+// channels, deliveries, findings), a few users, tokens, SDK instances (of
+// app fleet) and signed audit checkpoints, the same for every resource, so
+// the tests below can hold them all to the same rules.
 type consistencyFixture struct {
 	e *env
 	c *console.Console
@@ -49,7 +54,12 @@ func newConsistencyFixture(t *testing.T) *consistencyFixture {
 		// Subscribed to nothing the test does: its deliveries are the tests'.
 		seed("POST", "/api/v1/channels", `{"name":"ch-`+n+`","url":"`+recv.URL+`/hook","secret":"0123456789abcdef","events":["rollout.done"],"apps":["elsewhere"],"reason":"seed"}`, 201)
 		seed("POST", "/api/v1/channels/ch-a/test", `{"reason":"seed"}`, 200)
+		seed("POST", "/api/v1/users", `{"username":"u-`+n+`","password":"0123456789ab","role":"viewer","reason":"seed"}`, 201)
+		seed("POST", "/api/v1/tokens", `{"name":"tok-`+n+`","role":"viewer","reason":"seed"}`, 201)
+		e.stuckInstance("fleet", "i-"+n, 0)
+		signCheckpoint(t, c)
 	}
+	waitInstances(t, c, "fleet", 3)
 	seed("POST", "/api/v1/apps/other/switches", `{"name":"lonely","level":"L3","reason":"seed"}`, 201)
 	seed("POST", shop+"/drills/d-a/runs", `{"dry_run":true,"reason":"seed"}`, 202)
 	// The findings job finds the seven switches without an owner.
@@ -58,6 +68,23 @@ func newConsistencyFixture(t *testing.T) *consistencyFixture {
 		return r.Status == 200 && len(r.Body["findings"].([]any)) == 7
 	})
 	return &consistencyFixture{e: e, c: c}
+}
+
+// signCheckpoint signs a checkpoint of the audit log as it is with a key
+// of the test's: the fixture's console (Postgres, no key file) signs none
+// itself, so the list of checkpoints stays still while it is paged.
+func signCheckpoint(t *testing.T, c *console.Console) {
+	t.Helper()
+	key, err := audit.GenerateKeyFile(filepath.Join(t.TempDir(), "audit.key"), audit.Origin("default"))
+	if err == nil {
+		err = c.DB.Transaction(func(tx *gorm.DB) error {
+			_, err := audit.SignCheckpoint(tx, key, audit.Origin("default"), time.Now())
+			return err
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestAPIConsistency holds every resource of the API to the same rules.
@@ -94,6 +121,10 @@ func (f *consistencyFixture) paging(t *testing.T) {
 		{"/api/v1/channels?", "channels", "name", 3},
 		{"/api/v1/deliveries?", "deliveries", "id", 3},
 		{"/api/v1/audit?action=switch.create&", "events", "id", 7},
+		{"/api/v1/audit/checkpoints?", "checkpoints", "size", 3},
+		{"/api/v1/users?", "users", "username", 3},
+		{"/api/v1/tokens?", "tokens", "id", 4},
+		{"/api/v1/apps/fleet/instances?", "instances", "id", 3},
 	}
 	for _, l := range lists {
 		t.Run(l.key+" "+l.path, func(t *testing.T) {
@@ -192,6 +223,8 @@ func (f *consistencyFixture) version(t *testing.T) {
 			}
 		})
 	}
+	// Users have no version: a patch naming one is refused for it.
+	mustProblem(t, call(t, f.c, "PATCH", "/api/v1/users/u-a", adminToken, `{"role":"admin",`+stale+`}`), 400, "version")
 	if after := f.e.snapshot(t, f.c.DB); after != before {
 		t.Fatalf("a stale version changed something: %+v -> %+v", before, after)
 	}
@@ -261,6 +294,8 @@ func (f *consistencyFixture) mergePatch(t *testing.T) {
 		{"trigger threshold member", shop + "/triggers/t-b", "trigger", `{"trigger":{"threshold":0.7}}`, `{"trigger":{"threshold":0.5}}`, []string{"trigger", "op"}, ">", ">"},
 		{"drill recover_within", shop + "/drills/d-c", "drill", `{"recover_within":"45s"}`, `{"recover_within":null}`, []string{"recover_within"}, "45s", ""},
 		{"channel apps", "/api/v1/channels/ch-c", "channel", `{"apps":["shop"]}`, `{"apps":null}`, []string{"apps"}, `["shop"]`, "[]"},
+		{"user apps", "/api/v1/users/u-b", "user", `{"role":"operator","apps":["shop"]}`, `{"role":"viewer","apps":null}`, []string{"apps"}, `["shop"]`, ""},
+		{"user disabled", "/api/v1/users/u-c", "user", `{"disabled":true}`, `{"disabled":null}`, []string{"disabled"}, "true", "false"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,6 +316,11 @@ func (f *consistencyFixture) mergePatch(t *testing.T) {
 		"Content-Type", api.MergePatchContentType), 400, "")
 	if s := r.Raw; !strings.Contains(s, `"fallback"`) || !strings.Contains(s, `"max_on"`) {
 		t.Fatalf("want fallback (required for L1) and max_on named: %s", s)
+	}
+	r = mustProblem(t, call(t, f.c, "PATCH", "/api/v1/users/u-b", adminToken, `{"role":"operator","disabled":"yes","username":"x","reason":"r"}`,
+		"Content-Type", api.MergePatchContentType), 400, "")
+	if s := r.Raw; !strings.Contains(s, `"apps"`) || !strings.Contains(s, `"disabled"`) || !strings.Contains(s, `"username"`) {
+		t.Fatalf("want apps (required for an operator), disabled and username named: %s", s)
 	}
 	// A merge patch is a PATCH's body only.
 	mustProblem(t, call(t, f.c, "POST", shop+"/switches/b/on", adminToken, `{"reason":"r"}`, "Content-Type", api.MergePatchContentType), 415, "Content-Type")

@@ -21,8 +21,8 @@ func (h *handler) admin(c *gin.Context, status int, form string, err error, extr
 		h.render(c, http.StatusForbidden, "message", &page{Title: "Admins only", Error: "Only admins manage users and tokens."})
 		return
 	}
-	users, uerr := h.svc.ListUsers(c.Request.Context())
-	tokens, terr := h.svc.ListTokens(c.Request.Context())
+	users, _, uerr := h.svc.ListUsers(c.Request.Context(), server.Page{})
+	tokens, _, terr := h.svc.ListTokens(c.Request.Context(), server.Page{})
 	data := map[string]any{"Users": users, "Tokens": tokens}
 	for k, v := range extra {
 		data[k] = v

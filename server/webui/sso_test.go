@@ -226,7 +226,7 @@ func TestSSOSignIn(t *testing.T) {
 		if err != nil || local.Source != server.UserLocal || local.Role != server.RoleAdmin {
 			t.Fatalf("the local mallory changed: %+v %v", local, err)
 		}
-		users, _ := c.Service.ListUsers(ctx)
+		users, _, _ := c.Service.ListUsers(ctx, server.Page{})
 		var sso *server.User
 		for i := range users {
 			if users[i].Source == server.UserSSO && strings.HasPrefix(users[i].Username, "mallory-") {
