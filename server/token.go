@@ -153,9 +153,15 @@ func (s *Service) ListTokens(ctx context.Context, pg Page) ([]Token, string, err
 	return ts, next, nil
 }
 
-// RevokeToken revokes a token by id.
+// RevokeToken revokes a token by id. Tokens have no version: a change
+// naming one is refused.
 func (s *Service) RevokeToken(ctx context.Context, a Actor, id int64, c Change) error {
 	_, err := s.commit(ctx, tokenChange(a, audit.TokenRevoke, c.Reason, func(tx *gorm.DB) (string, any, any, error) {
+		var v FieldErrors
+		refuseVersion(&v, "tokens", c.Version)
+		if err := v.Err(); err != nil {
+			return "", nil, nil, err
+		}
 		var t Token
 		if err := tx.Where("id = ?", id).Take(&t).Error; err != nil {
 			if errors.Is(err, gorm.ErrRecordNotFound) {

@@ -150,9 +150,7 @@ func (p *UserPatch) apply(cur, u *User, now time.Time) FieldErrors {
 	mp := p.patch()
 	var in userFields
 	v := mp.Merge(userFields{Role: cur.Role, Apps: cur.Grants(), Disabled: cur.Disabled()}, &in)
-	if p.version != nil {
-		v.Add("version", "users have no version; send the patch without one")
-	}
+	refuseVersion(&v, "users", p.version)
 	if mp.Names("username") {
 		v.Add("username", "cannot be changed; create a user with the new name and disable this one")
 	}

@@ -13,6 +13,15 @@ type Versioned struct {
 	Sent        *int64
 }
 
+// refuseVersion records, for an entity without a version column (what:
+// "users", "tokens"), that the caller sent a version: silently ignored,
+// it would let the caller believe its write was guarded.
+func refuseVersion(v *FieldErrors, what string, sent *int64) {
+	if sent != nil {
+		v.Add("version", what+" have no version; send the change without one")
+	}
+}
+
 // UpdateVersioned writes next over the row of model with row.ID only while
 // the row is still at row.Version: optimistic concurrency for every entity
 // with a version column. next is a struct (every column but id and

@@ -223,8 +223,10 @@ func (f *consistencyFixture) version(t *testing.T) {
 			}
 		})
 	}
-	// Users have no version: a patch naming one is refused for it.
+	// Users and tokens have no version: a change naming one is refused for it.
 	mustProblem(t, call(t, f.c, "PATCH", "/api/v1/users/u-a", adminToken, `{"role":"admin",`+stale+`}`), 400, "version")
+	tok := f.ids(t, call(t, f.c, "GET", "/api/v1/tokens?limit=1", adminToken, ""), "tokens", "id")[0]
+	mustProblem(t, call(t, f.c, "DELETE", "/api/v1/tokens/"+tok, adminToken, `{`+stale+`}`), 400, "version")
 	if after := f.e.snapshot(t, f.c.DB); after != before {
 		t.Fatalf("a stale version changed something: %+v -> %+v", before, after)
 	}
