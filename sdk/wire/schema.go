@@ -52,5 +52,9 @@ func CompileSchema(raw []byte) (*jsonschema.Schema, error) {
 	return s, nil
 }
 
-// oneLine joins a multi-line message with single spaces.
-func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+// oneLine joins a multi-line message with single spaces and calls the
+// schema by its field name rather than its internal URL.
+func oneLine(err error) string {
+	msg := strings.ReplaceAll(err.Error(), schemaURL, "verify.schema")
+	return strings.Join(strings.Fields(msg), " ")
+}

@@ -19,7 +19,7 @@ func TestCompileSchema(t *testing.T) {
 		}
 	}
 	for _, tc := range []struct{ schema, want string }{
-		{`{"type":"nope"}`, "not valid against metaschema"},
+		{`{"type":"nope"}`, `"verify.schema#" is not valid against metaschema`},
 		{`{"pattern":"("}`, "not valid regex"},
 		{`{"$ref":"https://schemas.example/page.json"}`, "only local $ref"},
 		{`{"$ref":"file:///etc/passwd"}`, "only local $ref"},
