@@ -131,3 +131,16 @@ func TestL4WarmUpRestartsAndEnds(t *testing.T) {
 		t.Fatalf("write after the warm-up: %v, want proceed", en.Verdict)
 	}
 }
+
+// TestWarmUpDecodesOnTheFastPath: a published L4 value with warm_up, as
+// the console writes it, takes the canonical fast path; a negative one is
+// refused.
+func TestWarmUpDecodesOnTheFastPath(t *testing.T) {
+	v := []byte(`{"app":"checkout","name":"ro","level":"L4","state":"off","rollout":{"percent":100},"warm_up":"2m","version":2}`)
+	if sw, ok := parseCanonicalSwitch(v); !ok || sw.WarmUp.D() != 2*time.Minute {
+		t.Fatalf("fast path: %+v %v, want warm_up 2m", sw, ok)
+	}
+	if _, err := decodeSwitch([]byte(`{"app":"checkout","name":"ro","level":"L4","state":"off","rollout":{"percent":100},"warm_up":"-1s","version":2}`)); err == nil {
+		t.Fatal("negative warm_up accepted")
+	}
+}
