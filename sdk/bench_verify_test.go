@@ -20,13 +20,14 @@ func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
 // benchMiddleware serves requests of method through the middleware
-// guarding an off switch, with the off L1 switch "recs" listed for
-// verification when verify is set; no sample is due (as between two
-// samples).
+// guarding an off switch, with the off L1 switch "recs" (required fields
+// and a JSON Schema) listed for verification when verify is set; no
+// sample is due (as between two samples).
 func benchMiddleware(b *testing.B, verify bool, method string) {
 	c := benchClient(b, 100, wire.StickyInstance)
 	recs := mkSwitch("checkout", "recs", wire.StateOff, 100)
 	recs.Level, recs.Fallback = wire.L1, []byte(`[]`)
+	recs.Verify = &wire.Verify{RequiredFields: []string{"/0/sku"}, Schema: []byte(`{"type":"array","items":{"required":["sku"]}}`)}
 	publishLive(b, c, 2, []*wire.Switch{recs})
 	opts := MiddlewareOptions{Switches: []*Handle{c.Switch(benchOff)}}
 	if verify {

@@ -3,15 +3,20 @@ package sdk
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
 // This file compares a live and a degraded answer by shape: the JSON type
-// at every path, the key set of every object, and the required fields.
+// at every path, the key set of every object, the required fields and,
+// when the switch has one, its JSON Schema.
 // Differences name JSON pointers and types, never values, so they can
 // leave the process (fleet reports, findings) without leaking data.
 
@@ -86,14 +91,54 @@ func shapeDiffs(live, degraded any, required []wire.Pointer, limit int) []shapeD
 	return d.out
 }
 
+// schemaPrefix starts the difference of a schema violation.
+const schemaPrefix = "schema "
+
+// schemaDiffs returns where degraded violates schema (nil: none), at most
+// limit differences: the pointer and the failing keyword ("/items/0/price:
+// schema type", "/currency: schema required, missing"), never the
+// validator's message, which may quote values.
+func schemaDiffs(schema *jsonschema.Schema, degraded any, limit int) []shapeDiff {
+	if schema == nil || limit <= 0 {
+		return nil
+	}
+	var verr *jsonschema.ValidationError
+	if err := schema.Validate(degraded); err == nil || !errors.As(err, &verr) {
+		return nil
+	}
+	d := differ{limit: limit}
+	var leaves func(e *jsonschema.ValidationError)
+	leaves = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				leaves(c)
+			}
+			return
+		}
+		var path strings.Builder
+		for _, tok := range e.InstanceLocation {
+			path.WriteString("/" + escapePointer(tok))
+		}
+		if req, ok := e.ErrorKind.(*kind.Required); ok {
+			for _, name := range req.Missing {
+				d.add(path.String()+"/"+escapePointer(name), schemaPrefix+requiredMissing)
+			}
+			return
+		}
+		d.add(path.String(), schemaPrefix+strings.Join(e.ErrorKind.KeywordPath(), "/"))
+	}
+	leaves(verr)
+	return d.out
+}
+
 // withoutNoise drops the differences at paths where two live answers
 // already differ (Diffy's primary against a second primary): what varies
 // between live answers is no sign of a rotten fallback. A required field
-// is never noise.
+// and a schema violation are never noise.
 func withoutNoise(diffs, noise []shapeDiff) []shapeDiff {
 	kept := diffs[:0:0]
 	for _, d := range diffs {
-		if d.what == requiredMissing || !slices.ContainsFunc(noise, func(n shapeDiff) bool { return n.path == d.path }) {
+		if d.what == requiredMissing || strings.HasPrefix(d.what, schemaPrefix) || !slices.ContainsFunc(noise, func(n shapeDiff) bool { return n.path == d.path }) {
 			kept = append(kept, d)
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -40,8 +42,29 @@ type verifySignals struct {
 	lastMatch, lastMismatch         atomic.Int64 // unix seconds
 	latency                         [latencyBuckets]atomic.Uint64
 
-	mu    sync.Mutex
-	diffs []string // of the last mismatch
+	mu        sync.Mutex
+	diffs     []string           // of the last mismatch
+	schemaRaw []byte             // the verify schema compiled into schema
+	schema    *jsonschema.Schema // nil: none, or it did not compile
+	compiles  int                // schemas compiled so far: one per distinct schema
+}
+
+// compiledSchema returns the switch's verify schema compiled, nil without
+// one. It compiles only when the schema differs from the last one it
+// compiled, so once per schema revision and never per sample. A schema
+// that does not compile (the console refuses one) checks nothing.
+func (v *verifySignals) compiledSchema(spec *wire.Verify) *jsonschema.Schema {
+	if spec == nil || len(spec.Schema) == 0 {
+		return nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.compiles == 0 || !bytes.Equal(v.schemaRaw, spec.Schema) {
+		v.schema, _ = wire.CompileSchema(spec.Schema)
+		v.schemaRaw = spec.Schema
+		v.compiles++
+	}
+	return v.schema
 }
 
 // signal reads the counters; nil when nothing was sampled.
@@ -167,11 +190,11 @@ func (r *verifyRun) shadow(parent context.Context, live answer, degraded, again 
 		v.errs.Add(1)
 		return
 	}
-	diffs := r.diffs(live, got, wire.MaxVerifyDiffs)
+	diffs := r.diffs(live, got, v.compiledSchema(r.sw.Verify), wire.MaxVerifyDiffs)
 	if len(diffs) > 0 && again != nil {
 		actx, cancel := context.WithTimeout(parent, limit)
 		if live2, err := call(actx, again); err == nil {
-			diffs = withoutNoise(diffs, r.diffs(live, live2, 4*wire.MaxVerifyDiffs))
+			diffs = withoutNoise(diffs, r.diffs(live, live2, nil, 4*wire.MaxVerifyDiffs))
 		}
 		cancel()
 	}
@@ -192,8 +215,9 @@ func call(ctx context.Context, fn func(context.Context) (answer, error)) (a answ
 	return a, err
 }
 
-// diffs compares an answer with the live one, at most limit differences.
-func (r *verifyRun) diffs(live, other answer, limit int) []shapeDiff {
+// diffs compares an answer with the live one, and with schema when not
+// nil, at most limit differences.
+func (r *verifyRun) diffs(live, other answer, schema *jsonschema.Schema, limit int) []shapeDiff {
 	var out []shapeDiff
 	if live.status != other.status {
 		out = append(out, shapeDiff{"(status)", fmt.Sprintf("%d, degraded %d", live.status, other.status)})
@@ -211,7 +235,8 @@ func (r *verifyRun) diffs(live, other answer, limit int) []shapeDiff {
 			}
 		}
 	}
-	return append(out, shapeDiffs(lv, ov, required, limit)...)
+	out = append(out, shapeDiffs(lv, ov, required, limit)...)
+	return append(out, schemaDiffs(schema, ov, limit-len(out))...)
 }
 
 // record counts a match (no differences) or a mismatch, whose

@@ -344,3 +344,52 @@ func TestVerifyHelper(t *testing.T) {
 		t.Error("a failed live call left a sample running")
 	}
 }
+
+// TestMiddlewareVerifySchema: with a JSON Schema on the switch, a
+// fallback whose shape matches the live answer but violates the schema
+// (a price that turned null) is a mismatch naming the path and keyword,
+// never the value, while callers get the live answer byte for byte; a
+// fallback that satisfies it matches. The schema is compiled once per
+// schema, not per sample.
+func TestMiddlewareVerifySchema(t *testing.T) {
+	schema := json.RawMessage(`{"type":"object","required":["currency","recommendations"],
+		"properties":{"currency":{"type":"string"},"recommendations":{"type":"array","items":{"$ref":"#/$defs/rec"}}},
+		"$defs":{"rec":{"type":"object","required":["sku","price"],"properties":{"price":{"type":"number","minimum":0}}}}}`)
+	c := newTestClient(t, Config{InstanceID: "inst-1"})
+	publishLive(t, c, 1, []*wire.Switch{
+		l1("recs-null-price", `{"currency":"EUR","recommendations":[{"sku":"socks","price":null}]}`, &wire.Verify{Schema: schema}),
+		l1("recs-schema-good", `{"currency":"EUR","recommendations":[{"sku":"socks","price":0}]}`, &wire.Verify{Schema: schema}),
+	})
+
+	bad := newPageService(t, c, "recs-null-price")
+	bad.get(t)
+	s := verified(t, bad.recs, 1)
+	want := []string{"/recommendations/0/price: schema type"}
+	if s.Mismatch != 1 || s.Match != 0 || !slices.Equal(s.Diffs, want) {
+		t.Errorf("signal %+v, want one mismatch with diffs %q", s, want)
+	}
+
+	good := newPageService(t, c, "recs-schema-good")
+	v := good.recs.sig.verifyState()
+	for i := range 3 {
+		v.nextAt.Store(0) // every request is sampled
+		good.get(t)
+		if s := verified(t, good.recs, uint64(i+1)); s.Match != uint64(i+1) || s.Mismatch != 0 {
+			t.Fatalf("sample %d: signal %+v, want only matches", i+1, s)
+		}
+	}
+	if v.compiles != 1 {
+		t.Errorf("schema compiled %d times for 3 samples, want once", v.compiles)
+	}
+
+	// A new revision with another schema is compiled once more; the
+	// fallback's 0 price now violates it.
+	stricter := json.RawMessage(`{"properties":{"recommendations":{"items":{"properties":{"price":{"exclusiveMinimum":0}}}}}}`)
+	publishLive(t, c, 2, []*wire.Switch{l1("recs-schema-good", `{"currency":"EUR","recommendations":[{"sku":"socks","price":0}]}`, &wire.Verify{Schema: stricter})})
+	v.nextAt.Store(0)
+	good.get(t)
+	s = verified(t, good.recs, 4)
+	if want := []string{"/recommendations/0/price: schema exclusiveMinimum"}; s.Mismatch != 1 || !slices.Equal(s.Diffs, want) || v.compiles != 2 {
+		t.Errorf("after a new schema: signal %+v, %d compiles; want one mismatch %q and 2 compiles", s, v.compiles, want)
+	}
+}

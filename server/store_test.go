@@ -267,11 +267,13 @@ func TestRejectedChangesWriteNothing(t *testing.T) {
 
 // TestSwitchKeyListsAndVerify: key lists are stored sorted without
 // duplicates and published with the rollout; verify settings of an L1
-// switch are stored and published, and dropped by a move to L3.
+// switch (its schema included) are stored and published, and dropped by a
+// move to L3.
 func TestSwitchKeyListsAndVerify(t *testing.T) {
 	dialects(t, func(t *testing.T, svc *Service) {
 		ctx := context.Background()
-		verify := &wire.Verify{Every: wire.Duration(30 * time.Second), RequiredFields: []string{"/items/0/sku"}}
+		verify := &wire.Verify{Every: wire.Duration(30 * time.Second), RequiredFields: []string{"/items/0/sku"},
+			Schema: json.RawMessage(`{"type":"object","required":["items"]}`)}
 		if _, _, err := svc.CreateSwitch(ctx, admin, "checkout", SwitchInput{Name: "recs", Level: wire.L1,
 			Fallback: json.RawMessage(`{"items":[]}`), Verify: verify, Reason: "new"}); err != nil {
 			t.Fatal(err)
@@ -289,7 +291,8 @@ func TestSwitchKeyListsAndVerify(t *testing.T) {
 		if !slices.Equal(w.Rollout.Include, []string{"t-1", "t-2"}) || !slices.Equal(w.Rollout.Exclude, []string{"audit"}) {
 			t.Errorf("published lists %q / %q", w.Rollout.Include, w.Rollout.Exclude)
 		}
-		if w.Verify == nil || w.Verify.Every != verify.Every || !slices.Equal(w.Verify.RequiredFields, verify.RequiredFields) {
+		if w.Verify == nil || w.Verify.Every != verify.Every || !slices.Equal(w.Verify.RequiredFields, verify.RequiredFields) ||
+			string(w.Verify.Schema) != string(verify.Schema) {
 			t.Errorf("published verify %+v, want %+v", w.Verify, verify)
 		}
 		if _, err := wire.DecodeSwitch([]byte(mustJSONString(t, w))); err != nil {

@@ -459,8 +459,12 @@ func (s *Switch) validate() error {
 			v.Add("verify", "must be an object")
 		case s.Level.Valid() && s.Level != wire.L1 && s.Level != wire.L2:
 			v.Add("verify", "is only allowed for levels L1 and L2 (only a fallback or stale answer has a shape to verify)")
-		default:
+		case spec.Validate() != nil:
 			v.AddErr("verify", spec.Validate())
+		case len(spec.Schema) > 0:
+			if _, err := wire.CompileSchema(spec.Schema); err != nil {
+				v.Add("verify.schema", err.Error())
+			}
 		}
 	}
 	if d, err := ParseDuration(s.MaxOn); err != nil || d < minMaxOn || d > maxMaxOn {

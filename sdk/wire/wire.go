@@ -358,6 +358,11 @@ type Verify struct {
 	// RequiredFields are RFC 6901 JSON pointers the degraded answer must
 	// hold whenever the live answer holds them.
 	RequiredFields []string `json:"required_fields,omitempty"`
+	// Schema is an optional JSON Schema (at most MaxVerifySchema bytes,
+	// local $ref only) the degraded answer must satisfy; the console
+	// compiles it before storing it (CompileSchema), the SDK once per
+	// schema.
+	Schema json.RawMessage `json:"schema,omitempty"`
 }
 
 // Validate checks the bounds and the pointers; the error names the field
@@ -376,6 +381,9 @@ func (v *Verify) Validate() error {
 		if _, err := ParsePointer(f); err != nil {
 			return &FieldError{Field: fmt.Sprintf("required_fields[%d]", i), Msg: err.Error()}
 		}
+	}
+	if len(v.Schema) > MaxVerifySchema {
+		return &FieldError{Field: "schema", Msg: fmt.Sprintf("at most %d bytes", MaxVerifySchema)}
 	}
 	return nil
 }
