@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
+	"github.com/switchyard-io/switchyard/sdk/limit"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -73,6 +74,14 @@ type Client struct {
 	enforce     atomic.Pointer[enforcement] // limit enforcement, created by the first Limiter call
 
 	report *reporter // owned by the registry goroutine
+
+	// clock times L4 warm-ups (warmup.go); tests replace it before the
+	// first apply.
+	clock limit.Clock
+	// warmUntil is the clock reading at which the last L4 warm-up in
+	// progress ends, 0 when none is: the one load a write pays.
+	warmUntil atomic.Int64
+	warmSeq   atomic.Uint64 // warm-up decisions taken (warmPass)
 }
 
 // ChangeKind says what a Change is about.
@@ -126,6 +135,7 @@ func newClient(ctx context.Context, cfg Config, wrap func(*clientv3.Client)) (*C
 		touched:   map[uint32]struct{}{},
 		ready:     make(chan struct{}),
 		startedAt: time.Now(),
+		clock:     limit.SystemClock,
 	}
 	c.reachable.Store(true)
 	i := 0
@@ -565,12 +575,17 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		}
 	}
 	notify := len(c.listeners) > 0
+	now := c.clock.Nanotime()
+	var warmEnd atomic.Int64 // the latest end of a warm-up this apply starts
 	update := func(todo []string) (changes []Change) {
 		match := selectorMatcher(c.cfg.Labels)
 		for _, n := range todo {
 			i := next.index[n]
 			e := buildEntry(c.effective(items, n), source, c.cfg.InstanceID, match)
 			old := next.entries[i]
+			if end, ok := e.warmAfter(&old, now); ok {
+				maxInt64(&warmEnd, end)
+			}
 			next.entries[i] = e
 			if notify && (old.sw != e.sw || old.on != e.on) {
 				changes = append(changes, Change{Kind: SwitchChanged, Name: n, Switch: e.sw, On: e.on, Revision: changeRev})
@@ -619,6 +634,9 @@ func (c *Client) apply(ups []kvUpdate, relist bool, rev int64, source Source) {
 		}
 	}
 	c.state.Store(next)
+	if end := warmEnd.Load(); end != 0 {
+		maxInt64(&c.warmUntil, end)
+	}
 	listeners := c.listeners
 	c.mu.Unlock()
 

@@ -139,7 +139,7 @@ func (p *canon) value() []byte {
 // parseCanonicalSwitch parses
 //
 //	{"app":…,"name":…,"level":…,"state":…,"rollout":{"percent":…[,"stickiness":…][,"selector":…]}
-//	 [,"fallback":{…}|[…]][,"max_staleness":…],"version":…[,"expires_at":…]}
+//	 [,"fallback":{…}|[…]][,"max_staleness":…][,"warm_up":…],"version":…[,"expires_at":…]}
 //
 // and nothing else; ok is false for any other input.
 func parseCanonicalSwitch(data []byte) (sw *wire.Switch, ok bool) {
@@ -171,6 +171,11 @@ func parseCanonicalSwitch(data []byte) (sw *wire.Switch, ok bool) {
 	}
 	if p.lit(`,"max_staleness":`) {
 		if raw := p.rawStr(); p.ok && s.MaxStaleness.UnmarshalJSON(raw) != nil {
+			return nil, false
+		}
+	}
+	if p.lit(`,"warm_up":`) {
+		if raw := p.rawStr(); p.ok && s.WarmUp.UnmarshalJSON(raw) != nil {
 			return nil, false
 		}
 	}

@@ -96,6 +96,8 @@ func switchSeeds() [][]byte {
 		[]byte(`{"app":"checkout","name":"x"`),
 		[]byte(`null`),
 		[]byte(``),
+		[]byte(`{"app":"checkout","name":"x","level":"L4","state":"off","rollout":{"percent":100},"warm_up":"2m","version":2}`),
+		[]byte(`{"app":"checkout","name":"x","level":"L4","state":"off","rollout":{"percent":100},"warm_up":"-1s","version":2}`),
 	}
 }
 

@@ -49,7 +49,8 @@ const (
 // the request: any level marks the request degraded (WithDegraded with the
 // highest level on), L4 (read_only) rejects writes, L5 (queue_writes) turns
 // writes into Queue. When both are on, L4 wins: no write is accepted.
-// Reads always proceed.
+// Reads always proceed. An L4 switch with a warm_up that turned off keeps
+// rejecting a falling share of writes over its warm_up (warmup.go).
 //
 // A request's criticality (WithCriticality, or the CriticalityHeader the
 // guard reads from h) decides who is shed first by rules with a reserve;
@@ -143,8 +144,9 @@ func (g *Guard) Enter(ctx context.Context, resource string, h Headers, write boo
 		l5 = l5 || lv == wire.L5
 	}
 	// An L4 write is refused before the limiter: it costs no token and
-	// says what is going on. Queued (L5) writes are still limited.
-	if write && l4 {
+	// says what is going on; so is one an L4 warm-up holds back.
+	// Queued (L5) writes are still limited.
+	if write && (l4 || g.heldBack()) {
 		en.Verdict, en.Reason, en.Level = Reject, ReasonReadOnly, wire.L4
 		return WithDegraded(ctx, en.Level), en
 	}

@@ -66,6 +66,10 @@ type entry struct {
 	basis  uint32
 	seed   uint64  // FNV state after app/name/, for request keys
 	listed *keySet // the rollout's key lists; nil without lists
+	// warming says an L4 warm-up runs from warmFrom (a Client.clock
+	// reading): the switch turned off for this instance then (warmup.go).
+	warming  bool
+	warmFrom int64
 }
 
 // answer decides for this instance or, with key stickiness, for the

@@ -258,7 +258,7 @@ func changesBehaviour(before, after any) bool {
 		return true
 	}
 	return b.Level != a.Level || b.State != a.State || !b.Rollout.Equal(a.Rollout) ||
-		string(b.Fallback) != string(a.Fallback) || b.MaxStaleness != a.MaxStaleness
+		string(b.Fallback) != string(a.Fallback) || b.MaxStaleness != a.MaxStaleness || b.WarmUp != a.WarmUp
 }
 
 // OnPersonChange registers fn to run inside the transaction of every change

@@ -52,6 +52,7 @@ func (s *Service) RollbackSwitch(ctx context.Context, a Actor, app, name string,
 	return update(ctx, s, switchOp(a, app, name, audit.SwitchRollback, c.Reason, c.Version), func(sw *Switch) error {
 		sw.Level, sw.Description, sw.Owner, sw.Runbook = v.Level, v.Description, v.Owner, v.Runbook
 		sw.Fallback, sw.MaxStaleness, sw.MaxOn, sw.ExpiryPolicy = fallbackString(v.Fallback), v.MaxStaleness, v.MaxOn, v.ExpiryPolicy
+		sw.WarmUp = v.WarmUp
 		if err := sw.setRollout(v.Rollout); err != nil {
 			return err
 		}

@@ -26,6 +26,7 @@ const (
 	maxShortFieldLen    = 200
 	maxMaxOn            = 366 * 24 * time.Hour
 	minMaxOn            = time.Minute
+	maxWarmUp           = 10 * time.Minute
 	defaultRolloutBasis = 10000
 )
 
@@ -40,6 +41,7 @@ type Switch struct {
 	Runbook           string
 	Fallback          string // raw JSON, L1 only
 	MaxStaleness      string // Go duration, L2 only
+	WarmUp            string // Go duration, L4 only; "" for none
 	State             string
 	RolloutBasis      int // percent × 100
 	RolloutStickiness string
@@ -186,6 +188,9 @@ func (s *Switch) Wire() *wire.Switch {
 	if d, err := ParseDuration(s.MaxStaleness); err == nil {
 		w.MaxStaleness = wire.Duration(d)
 	}
+	if d, err := ParseDuration(s.WarmUp); err == nil {
+		w.WarmUp = wire.Duration(d)
+	}
 	w.Verify = s.VerifySpec()
 	return w
 }
@@ -201,6 +206,7 @@ type SwitchView struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback,omitempty"`
 	MaxStaleness string          `json:"max_staleness,omitempty"`
+	WarmUp       string          `json:"warm_up,omitempty"`
 	Verify       *wire.Verify    `json:"verify,omitempty"`
 	State        string          `json:"state"`
 	Rollout      wire.Rollout    `json:"rollout"`
@@ -220,7 +226,8 @@ func (s *Switch) View() SwitchView {
 	v := SwitchView{
 		App: s.App, Name: s.Name, Level: s.Level, LevelName: s.Level.Label(),
 		Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: CanonicalDuration(s.MaxStaleness), Verify: s.VerifySpec(), State: s.State, Rollout: s.Rollout(),
+		MaxStaleness: CanonicalDuration(s.MaxStaleness), WarmUp: CanonicalDuration(s.WarmUp),
+		Verify: s.VerifySpec(), State: s.State, Rollout: s.Rollout(),
 		MaxOn: CanonicalDuration(s.MaxOn), ExpiryPolicy: s.ExpiryPolicy, ExpiresAt: utcPtr(s.ExpiresAt),
 		OnSince: utcPtr(s.TurnedOnAt), Version: s.Version, Reason: s.Reason,
 		UpdatedBy: s.UpdatedBy, UpdatedAt: s.UpdatedAt.UTC(), CreatedAt: s.CreatedAt.UTC(),
@@ -240,6 +247,7 @@ type SwitchInput struct {
 	Runbook      string          `json:"runbook"`
 	Fallback     json.RawMessage `json:"fallback"`
 	MaxStaleness string          `json:"max_staleness"`
+	WarmUp       string          `json:"warm_up"`
 	Verify       *wire.Verify    `json:"verify"`
 	Rollout      *wire.Rollout   `json:"rollout"`
 	MaxOn        string          `json:"max_on"`
@@ -261,6 +269,7 @@ type SwitchPatch struct {
 	Runbook      *string          `json:"runbook"`
 	Fallback     *json.RawMessage `json:"fallback"`
 	MaxStaleness *string          `json:"max_staleness"`
+	WarmUp       *string          `json:"warm_up"`
 	Verify       *wire.Verify     `json:"verify"`
 	Rollout      *wire.Rollout    `json:"rollout"`
 	MaxOn        *string          `json:"max_on"`
@@ -286,7 +295,7 @@ func (p *SwitchPatch) patch() Patch {
 	}
 	return PatchOf(map[string]any{
 		"level": p.Level, "description": p.Description, "owner": p.Owner, "runbook": p.Runbook,
-		"fallback": p.Fallback, "max_staleness": p.MaxStaleness, "verify": p.Verify, "rollout": p.Rollout,
+		"fallback": p.Fallback, "max_staleness": p.MaxStaleness, "warm_up": p.WarmUp, "verify": p.Verify, "rollout": p.Rollout,
 		"max_on": p.MaxOn, "expiry_policy": p.ExpiryPolicy,
 	})
 }
@@ -309,7 +318,7 @@ func newSwitch(app string, in *SwitchInput) (*Switch, error) {
 	s := &Switch{
 		App: app, Name: in.Name, Level: in.Level,
 		Description: strings.TrimSpace(in.Description), Owner: strings.TrimSpace(in.Owner),
-		Runbook: strings.TrimSpace(in.Runbook), MaxStaleness: in.MaxStaleness,
+		Runbook: strings.TrimSpace(in.Runbook), MaxStaleness: in.MaxStaleness, WarmUp: in.WarmUp,
 		State: wire.StateOff, MaxOn: in.MaxOn, ExpiryPolicy: in.ExpiryPolicy,
 		RolloutBasis: defaultRolloutBasis, RolloutStickiness: wire.StickyInstance,
 	}
@@ -334,7 +343,7 @@ func (s *Switch) fields() SwitchInput {
 	r := s.Rollout()
 	in := SwitchInput{
 		Level: s.Level, Description: s.Description, Owner: s.Owner, Runbook: s.Runbook,
-		MaxStaleness: s.MaxStaleness, Verify: s.VerifySpec(), Rollout: &r, MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy,
+		MaxStaleness: s.MaxStaleness, WarmUp: s.WarmUp, Verify: s.VerifySpec(), Rollout: &r, MaxOn: s.MaxOn, ExpiryPolicy: s.ExpiryPolicy,
 	}
 	if s.Fallback != "" {
 		in.Fallback = json.RawMessage(s.Fallback)
@@ -367,6 +376,9 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	if in.Level != wire.L2 && !mp.Names("max_staleness") {
 		in.MaxStaleness = ""
 	}
+	if in.Level != wire.L4 && !mp.Names("warm_up") {
+		in.WarmUp = ""
+	}
 	if in.Level != wire.L1 && in.Level != wire.L2 && !mp.Names("verify") {
 		in.Verify = nil
 	}
@@ -375,7 +387,7 @@ func (p *SwitchPatch) apply(s *Switch) error {
 	next, _ := newSwitch(s.App, &in) // without a rollout it cannot fail
 	s.Level, s.Description, s.Owner, s.Runbook = next.Level, next.Description, next.Owner, next.Runbook
 	s.Fallback, s.MaxStaleness, s.MaxOn, s.ExpiryPolicy = next.Fallback, next.MaxStaleness, next.MaxOn, next.ExpiryPolicy
-	s.Verify = next.Verify
+	s.WarmUp, s.Verify = next.WarmUp, next.Verify
 	s.RolloutBasis, s.RolloutStickiness, s.RolloutSelector = next.RolloutBasis, next.RolloutStickiness, next.RolloutSelector
 	s.RolloutInclude, s.RolloutExclude = next.RolloutInclude, next.RolloutExclude
 	if rollout != nil {
@@ -430,6 +442,14 @@ func (s *Switch) validate() error {
 		v.Add("max_staleness", "is only allowed for level L2")
 	case s.MaxStaleness != "" && (err != nil || d <= 0):
 		v.Add("max_staleness", `must be a positive duration such as "30s"`)
+	}
+	// L5 writes are accepted (queued) while the switch is on, so its off
+	// sends no held-back clients at once: only L4 warms up.
+	switch d, err := ParseDuration(s.WarmUp); {
+	case s.WarmUp != "" && s.Level.Valid() && s.Level != wire.L4:
+		v.Add("warm_up", "is only allowed for level L4 (an L5 switch accepts writes while on: its off releases no held-back clients)")
+	case s.WarmUp != "" && (err != nil || d < time.Second || d > maxWarmUp):
+		v.Add("warm_up", `must be a duration between 1s and 10m, such as "30s"; leave it out for none`)
 	}
 	v.AddErr("rollout", s.Rollout().Validate())
 	if s.Verify != "" {

@@ -285,6 +285,10 @@ type Switch struct {
 	// Verify configures the shadow verification of an L1 or L2 switch's
 	// degraded path while it is off; nil: the defaults.
 	Verify *Verify `json:"verify,omitempty"`
+	// WarmUp is how long an L4 switch's writes take to come back after it
+	// turns off: the share let through rises linearly from 0 to all over
+	// this period; 0 lets them all back at once.
+	WarmUp Duration `json:"warm_up,omitempty"`
 	// Version is the console's optimistic-concurrency version.
 	Version int64 `json:"version"`
 	// ExpiresAt is when an "on" switch is due to be audited or turned off.
@@ -318,6 +322,9 @@ func (s *Switch) Validate() error {
 	}
 	if s.MaxStaleness < 0 {
 		return &FieldError{Field: "max_staleness", Msg: "must not be negative"}
+	}
+	if s.WarmUp < 0 {
+		return &FieldError{Field: "warm_up", Msg: "must not be negative"}
 	}
 	if s.Verify != nil {
 		if err := s.Verify.Validate(); err != nil {

@@ -51,6 +51,22 @@ func TestFormsNameTheirFields(t *testing.T) {
 		}
 	})
 
+	t.Run("an L4 switch's warm-up is checked and stored", func(t *testing.T) {
+		form := url.Values{"_csrf": {tok}, "app": {"checkout"}, "name": {"db-readonly"}, "level": {"L4"}, "warm_up": {"0"},
+			"max_on": {"72h"}, "expiry_policy": {"remind"}, "reason": {"writes ramp back"}}
+		status, _, body := cl.post("/ui/switches", form)
+		if status != http.StatusBadRequest || !fieldErr("warm_up", "Warm-up", "must be a duration between 1s and 10m").MatchString(body) {
+			t.Fatalf("warm_up 0: %d, want 400 marked at Warm-up\n%s", status, body)
+		}
+		form.Set("warm_up", "2m")
+		if status, _, body := cl.post("/ui/switches", form); status != http.StatusSeeOther {
+			t.Fatalf("warm_up 2m: %d\n%s", status, body)
+		}
+		if got, err := c.Service.GetSwitch(ctx, "checkout", "db-readonly"); err != nil || got.Wire().WarmUp.D() != 2*time.Minute {
+			t.Fatalf("stored switch %+v, %v: want warm_up 2m", got, err)
+		}
+	})
+
 	t.Run("a new breaker starts with the API's half-open probes", func(t *testing.T) {
 		_, body := cl.get("/ui/limits/edit?app=checkout")
 		if !strings.Contains(body, fmt.Sprintf(`name="breaker.half_open_probes" value="%d"`, server.DefaultHalfOpenProbes)) {

@@ -353,7 +353,7 @@ func (h *handler) createSwitch(c *gin.Context) {
 	level, fallback := switchFields(fp)
 	in := server.SwitchInput{
 		Name: fp.str("name"), Level: level, Description: fp.str("description"), Owner: fp.str("owner"),
-		Runbook: fp.str("runbook"), Fallback: fallback, MaxStaleness: fp.str("max_staleness"),
+		Runbook: fp.str("runbook"), Fallback: fallback, MaxStaleness: fp.str("max_staleness"), WarmUp: fp.str("warm_up"),
 		MaxOn: fp.str("max_on"), ExpiryPolicy: fp.str("expiry_policy"), Reason: fp.str("reason"),
 	}
 	p := &page{Title: "New switch", Nav: "switches", Data: newSwitchData(app)}
@@ -382,7 +382,7 @@ func (h *handler) editSwitch(c *gin.Context) {
 	pt := server.SwitchPatch{
 		Version: fp.int64Ptr("version"), Reason: fp.str("reason"), Level: &level,
 		Description: str("description"), Owner: str("owner"), Runbook: str("runbook"),
-		MaxStaleness: str("max_staleness"), MaxOn: str("max_on"), ExpiryPolicy: str("expiry_policy"),
+		MaxStaleness: str("max_staleness"), WarmUp: str("warm_up"), MaxOn: str("max_on"), ExpiryPolicy: str("expiry_policy"),
 	}
 	if fallback == nil {
 		fallback = json.RawMessage("null")
