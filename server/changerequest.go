@@ -283,9 +283,13 @@ type RequestFilter struct {
 	Open bool
 }
 
-// ListRequests returns requests, newest first (at most 500).
-func (s *Service) ListRequests(ctx context.Context, f RequestFilter) ([]ChangeRequest, error) {
-	q := s.db.WithContext(ctx).Order("id DESC").Limit(500)
+// ListRequests returns one page of the requests f selects, newest first,
+// and the cursor of the next page ("" on the last).
+func (s *Service) ListRequests(ctx context.Context, f RequestFilter, pg Page) ([]ChangeRequest, string, error) {
+	q, err := pg.Newest(s.db.WithContext(ctx), "id")
+	if err != nil {
+		return nil, "", err
+	}
 	if f.App != "" {
 		q = q.Where("app = ?", f.App)
 	}
@@ -300,9 +304,10 @@ func (s *Service) ListRequests(ctx context.Context, f RequestFilter) ([]ChangeRe
 	}
 	var out []ChangeRequest
 	if err := q.Find(&out).Error; err != nil {
-		return nil, unavailable(err)
+		return nil, "", unavailable(err)
 	}
-	return out, nil
+	out, next := Cut(out, pg, func(r *ChangeRequest) string { return IDKey(r.ID) })
+	return out, next, nil
 }
 
 // GetRequest returns one request with the approvals of its current

@@ -96,12 +96,9 @@ func (h *handler) setPolicy(c *gin.Context) {
 
 func (h *handler) listRequests(c *gin.Context) {
 	f := server.RequestFilter{App: c.Query("app"), Name: c.Query("name"), State: c.Query("state"), Open: c.Query("open") == "true"}
-	list, err := h.svc.ListRequests(c.Request.Context(), f)
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, gin.H{"requests": list})
+	listPage(c, "requests", func(pg server.Page) ([]server.ChangeRequest, string, error) {
+		return h.svc.ListRequests(c.Request.Context(), f, pg)
+	}, func(r *server.ChangeRequest) *server.ChangeRequest { return r })
 }
 
 func (h *handler) getRequest(c *gin.Context) {

@@ -60,6 +60,14 @@ func newConsistencyFixture(t *testing.T) *consistencyFixture {
 		signCheckpoint(t, c)
 	}
 	waitInstances(t, c, "fleet", 3)
+	// Three change requests: L4 turn-ons an approval policy holds.
+	for _, n := range []string{"a", "b", "c"} {
+		seed("POST", "/api/v1/apps/guarded/switches", `{"name":"w-`+n+`","level":"L4","owner":"sre","reason":"seed"}`, 201)
+	}
+	seed("PUT", "/api/v1/apps/guarded/policy", `{"protected":true,"approvals":1,"reason":"seed"}`, 200)
+	for _, n := range []string{"a", "b", "c"} {
+		seed("POST", "/api/v1/apps/guarded/switches/w-"+n+"/on", `{"reason":"seed"}`, 202)
+	}
 	seed("POST", "/api/v1/apps/other/switches", `{"name":"lonely","level":"L3","reason":"seed"}`, 201)
 	seed("POST", shop+"/drills/d-a/runs", `{"dry_run":true,"reason":"seed"}`, 202)
 	// The findings job finds the seven switches without an owner.
@@ -125,6 +133,7 @@ func (f *consistencyFixture) paging(t *testing.T) {
 		{"/api/v1/users?", "users", "username", 3},
 		{"/api/v1/tokens?", "tokens", "id", 4},
 		{"/api/v1/apps/fleet/instances?", "instances", "id", 3},
+		{"/api/v1/requests?", "requests", "id", 3},
 	}
 	for _, l := range lists {
 		t.Run(l.key+" "+l.path, func(t *testing.T) {

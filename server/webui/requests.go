@@ -26,14 +26,14 @@ func (h *handler) registerRequests(in *gin.RouterGroup) {
 	in.POST("/requests/:id/deny", h.decideForm("deny"))
 	in.POST("/requests/:id/apply", h.applyForm)
 	h.onSwitch["requests"] = func(c *gin.Context, sw *server.Switch) (any, error) {
-		list, err := h.svc.ListRequests(c.Request.Context(), server.RequestFilter{App: sw.App, Name: sw.Name, Open: true})
+		list, _, err := h.svc.ListRequests(c.Request.Context(), server.RequestFilter{App: sw.App, Name: sw.Name, Open: true}, server.Page{})
 		if err != nil || len(list) == 0 {
 			return nil, err
 		}
 		return list, nil
 	}
 	h.openRequests = func(c *gin.Context) int {
-		list, err := h.svc.ListRequests(c.Request.Context(), server.RequestFilter{Open: true})
+		list, _, err := h.svc.ListRequests(c.Request.Context(), server.RequestFilter{Open: true}, server.Page{})
 		if err != nil {
 			return 0
 		}
@@ -63,7 +63,7 @@ func held(c *gin.Context, err error) bool {
 
 func (h *handler) requestList(c *gin.Context) {
 	f := server.RequestFilter{App: c.Query("app"), Open: c.Query("state") != "all"}
-	list, err := h.svc.ListRequests(c.Request.Context(), f)
+	list, _, err := h.svc.ListRequests(c.Request.Context(), f, server.Page{Limit: 500})
 	p := &page{Title: "Change requests", Nav: "requests", Data: map[string]any{"Requests": list, "All": !f.Open}}
 	if err != nil {
 		h.fail(c, "requests", p, "page", err)
