@@ -13,6 +13,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/switchyard-io/switchyard/sdk/verifyschema"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -60,7 +61,7 @@ func (v *verifySignals) compiledSchema(spec *wire.Verify) *jsonschema.Schema {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.compiles == 0 || !bytes.Equal(v.schemaRaw, spec.Schema) {
-		v.schema, _ = wire.CompileSchema(spec.Schema)
+		v.schema, _ = verifyschema.Compile(spec.Schema)
 		v.schemaRaw = spec.Schema
 		v.compiles++
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/switchyard-io/switchyard/sdk/verifyschema"
 	"github.com/switchyard-io/switchyard/sdk/wire"
 )
 
@@ -462,7 +463,7 @@ func (s *Switch) validate() error {
 		case spec.Validate() != nil:
 			v.AddErr("verify", spec.Validate())
 		case len(spec.Schema) > 0:
-			if _, err := wire.CompileSchema(spec.Schema); err != nil {
+			if _, err := verifyschema.Compile(spec.Schema); err != nil {
 				v.Add("verify.schema", err.Error())
 			}
 		}

@@ -341,6 +341,8 @@ const (
 	MinVerifyEvery       = time.Second
 	MaxVerifyTimeout     = 10 * time.Second
 	MaxRequiredFields    = 32
+	// MaxVerifySchema bounds a switch's verify.schema (bytes of JSON).
+	MaxVerifySchema = 16 << 10
 )
 
 // Verify configures shadow verification: while an L1 or L2 switch is off,
@@ -360,7 +362,7 @@ type Verify struct {
 	RequiredFields []string `json:"required_fields,omitempty"`
 	// Schema is an optional JSON Schema (at most MaxVerifySchema bytes,
 	// local $ref only) the degraded answer must satisfy; the console
-	// compiles it before storing it (CompileSchema), the SDK once per
+	// compiles it before storing it (sdk/verifyschema), the SDK once per
 	// schema.
 	Schema json.RawMessage `json:"schema,omitempty"`
 }

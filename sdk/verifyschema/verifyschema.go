@@ -1,4 +1,8 @@
-package wire
+// Package verifyschema compiles the JSON Schema a switch's shadow
+// verification may carry (verify.schema) without ever fetching anything.
+// It is apart from sdk/wire so that the wire format, and the limiters that
+// import it, stay free of the schema library.
+package verifyschema
 
 import (
 	"bytes"
@@ -7,10 +11,9 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-)
 
-// MaxVerifySchema bounds a switch's verify.schema (bytes of JSON).
-const MaxVerifySchema = 16 << 10
+	"github.com/switchyard-io/switchyard/sdk/wire"
+)
 
 // schemaURL names a verify schema inside the compiler; nothing is ever
 // fetched from it.
@@ -25,12 +28,12 @@ type localOnly struct{}
 
 func (localOnly) Load(string) (any, error) { return nil, errRemoteRef }
 
-// CompileSchema compiles a verify schema (JSON Schema, draft 2020-12
+// Compile compiles a verify schema (JSON Schema, draft 2020-12
 // unless it names another draft in $schema) without fetching anything.
 // The error is one line, fit to show against the field verify.schema.
-func CompileSchema(raw []byte) (*jsonschema.Schema, error) {
-	if len(raw) > MaxVerifySchema {
-		return nil, fmt.Errorf("at most %d bytes", MaxVerifySchema)
+func Compile(raw []byte) (*jsonschema.Schema, error) {
+	if len(raw) > wire.MaxVerifySchema {
+		return nil, fmt.Errorf("at most %d bytes", wire.MaxVerifySchema)
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
