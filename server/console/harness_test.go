@@ -134,6 +134,13 @@ func (r response) num(path ...string) float64 {
 	return f
 }
 
+// apiClient sends the tests' API calls on a new connection each. The
+// tests stop and start many consoles; a non-idempotent request (POST,
+// PATCH) that net/http sends on a pooled connection the server side has
+// just closed is not retried and fails with EOF — seen once in CI on a
+// PATCH — which would be the harness's fault, not the console's.
+var apiClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 // call sends a request with a JSON body (unless body is "") and the token.
 func call(t testing.TB, c *console.Console, method, path, token, body string, hdr ...string) response {
 	t.Helper()
@@ -154,7 +161,7 @@ func call(t testing.TB, c *console.Console, method, path, token, body string, hd
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
